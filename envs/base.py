@@ -1,0 +1,203 @@
+"""The text-environment interface shared by every benchmark.
+
+- ``Task``: one episode's specification (id, type, split); ``TaskPanel``: a frozen, hashed, ordered list of tasks.
+- ``TextEnv``: ``reset(task) -> Observation`` and ``step(action) -> StepResult`` for one game.
+- ``Benchmark``: makes envs, task panels, the prompt template and a scripted expert for one benchmark.
+- ``parse_action``: verl-agent's projection of a model output onto an env action.
+- ``PromptTemplate``: a prompt format as data, with a sha256 that runs log.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Sequence
+
+INVALID_ACTION_FEEDBACK = "Nothing happens."
+
+
+@dataclass(frozen=True)
+class Task:
+    task_id: str
+    task_type: str
+    split: str
+    # benchmark-specific payload (a game file path, a goal dict, ...); not part of the identity
+    payload: Any = field(default=None, compare=False, hash=False, repr=False)
+
+
+@dataclass(frozen=True)
+class TaskPanel:
+    """An ordered list of tasks whose sha256 (over benchmark, split and ids) is logged by every run."""
+
+    benchmark: str
+    split: str
+    tasks: tuple[Task, ...]
+
+    @property
+    def task_ids(self) -> tuple[str, ...]:
+        return tuple(t.task_id for t in self.tasks)
+
+    @property
+    def sha256(self) -> str:
+        blob = json.dumps({"benchmark": self.benchmark, "split": self.split, "ids": list(self.task_ids)})
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    def __len__(self) -> int:
+        return len(self.tasks)
+
+
+@dataclass
+class Observation:
+    text: str
+    admissible_actions: list[str]
+    info: dict = field(default_factory=dict)
+
+
+@dataclass
+class StepResult:
+    observation: Observation
+    reward: float
+    done: bool
+    # always present: "won" (bool), "action_valid" (bool); at episode end: "task_type", "task_score"
+    info: dict = field(default_factory=dict)
+
+
+class TextEnv(ABC):
+    """One game at a time. ``step`` takes an already parsed action (see :func:`parse_action`)."""
+
+    @abstractmethod
+    def reset(self, task: Task) -> Observation: ...
+
+    @abstractmethod
+    def step(self, action: str) -> StepResult: ...
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """A prompt format as data: ``first`` for the first turn, ``with_history`` afterwards."""
+
+    name: str
+    first: str
+    with_history: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(json.dumps([self.name, self.first, self.with_history]).encode()).hexdigest()
+
+    def render(self, history_step_count: int, **fields) -> str:
+        template = self.first if history_step_count == 0 else self.with_history
+        return template.format(**fields)
+
+
+@dataclass(frozen=True)
+class ParsedAction:
+    action: str
+    valid: bool
+    reason: str = ""  # why it is invalid, for logs
+
+
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def parse_action(
+    text: str, think: bool = True, admissible: Sequence[str] | None = None, max_fallback_chars: int = 30
+) -> ParsedAction:
+    """verl-agent's projection: lower-case, the text inside ``<action>…</action>``.
+
+    Valid iff the action tags are present (and ``<think>…</think>`` when ``think``), the output holds no CJK
+    characters, and — when ``admissible`` is given — the action is one of them. An invalid output still yields
+    an action string (its last 30 characters, as verl-agent does) that the env answers with "Nothing happens.".
+    Never raises.
+    """
+    text = text if isinstance(text, str) else ""
+    lowered = text.lower()
+    start, end = lowered.find("<action>"), lowered.find("</action>")
+    if start == -1 or end == -1 or end < start:
+        return ParsedAction(lowered[-max_fallback_chars:], False, "missing <action>…</action>")
+    action = lowered[start + len("<action>") : end].strip()
+    if think and (lowered.find("<think>") == -1 or lowered.find("</think>") == -1):
+        return ParsedAction(action, False, "missing <think>…</think>")
+    if _CJK.search(text):
+        return ParsedAction(action, False, "CJK characters in output")
+    if not action:
+        return ParsedAction(action, False, "empty action")
+    if admissible is not None and action not in {a.lower() for a in admissible}:
+        return ParsedAction(action, False, "not an admissible action")
+    return ParsedAction(action, True)
+
+
+class Expert(ABC):
+    """A scripted policy for demonstrations and tests: observation in, action string out."""
+
+    @abstractmethod
+    def act(self, observation: Observation) -> str: ...
+
+
+class Benchmark(ABC):
+    """Everything the engine needs to know about one benchmark."""
+
+    name: ClassVar[str]
+    task_types: ClassVar[tuple[str, ...]]
+    default_max_steps: ClassVar[int]
+    splits: ClassVar[tuple[str, ...]] = ("train", "eval_in", "eval_out")
+
+    def __init__(self, config, profile: str = "paper", seed: int = 0):
+        self.config = config
+        self.profile = profile
+        self.seed = seed
+
+    @property
+    @abstractmethod
+    def template(self) -> PromptTemplate: ...
+
+    @abstractmethod
+    def panel(self, split: str, size: int | None = None) -> TaskPanel:
+        """The frozen task panel of ``split``; ``size`` takes its first ``size`` tasks."""
+
+    @abstractmethod
+    def make_env(self) -> TextEnv: ...
+
+    @abstractmethod
+    def expert(self, task: Task) -> Expert: ...
+
+    def task_description(self, task: Task, first_observation: Observation) -> str:
+        """The task text shown in every prompt (defaults to the first observation)."""
+        return first_observation.text
+
+    @abstractmethod
+    def format_prompt(self, task_text: str, history: Sequence[tuple[str, str]], observation: Observation,
+                      step: int, history_length: int) -> str:
+        """Render the benchmark's template. ``history`` holds (observation, action) pairs of past turns,
+        ``step`` is the number of actions taken so far; only the last ``history_length`` pairs are shown."""
+
+
+_BENCHMARKS: dict[str, Callable[..., Benchmark]] = {}
+
+
+def register_benchmark(name: str):
+    def wrap(cls):
+        if name in _BENCHMARKS and _BENCHMARKS[name] is not cls:
+            raise ValueError(f"benchmark {name!r} registered twice")
+        cls.name = name
+        _BENCHMARKS[name] = cls
+        return cls
+
+    return wrap
+
+
+def make_benchmark(name: str, config, profile: str = "paper", seed: int = 0) -> Benchmark:
+    import importlib
+
+    if name not in _BENCHMARKS:
+        try:
+            importlib.import_module(f"envs.{name}")
+        except ImportError:
+            pass
+    if name not in _BENCHMARKS:
+        raise KeyError(f"unknown benchmark {name!r}; available: {sorted(_BENCHMARKS) or ['alfworld', 'webshop']}")
+    return _BENCHMARKS[name](config, profile=profile, seed=seed)

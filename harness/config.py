@@ -1,0 +1,262 @@
+"""Typed run configuration: dataclasses whose defaults are the paper protocol (METHODS.md).
+
+``load_config(path, overrides)`` reads a YAML file, applies ``key.sub=value`` overrides, and builds the
+dataclasses. An unknown key or a value of the wrong type or outside its accepted set is a ``ConfigError``
+that names the key and what would be accepted. Plug-in sections (``method``) are checked against the
+plug-in's own ``Config`` dataclass, so the whole config is validated before any model loads.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+import yaml
+
+from envs.alfworld.config import AlfworldConfig
+from envs.webshop.config import WebshopConfig
+
+
+class ConfigError(ValueError):
+    """A bad configuration key or value; the message names the key and what is accepted."""
+
+
+@dataclass
+class ModelConfig:
+    # "tiny" = the offline Qwen2-architecture model built by harness.models; otherwise a local checkpoint
+    # folder (e.g. a downloaded Qwen2.5-7B-Instruct). Hub ids are not fetched at run time.
+    source: str = "tiny"
+    dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
+    gradient_checkpointing: bool = True
+    # tiny model shape (ignored for real checkpoints)
+    tiny_hidden: int = 128
+    tiny_layers: int = 2
+    tiny_heads: int = 4
+    tiny_vocab: int = 2048
+    # supervised warm start on expert demonstrations (0 = none; the paper starts from an instruct model)
+    warm_start_epochs: int = 0
+    warm_start_lr: float = 1e-3
+    warm_start_demos: int = 0
+
+
+@dataclass
+class BackendConfig:
+    name: Literal["hf", "vllm"] = "vllm"
+    gpu_memory_utilization: float = 0.6
+    tensor_parallel_size: int = 1
+
+
+@dataclass
+class RolloutConfig:
+    tasks_per_step: int = 16
+    group_size: int = 8
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_prompt_tokens: int = 2048
+    max_response_tokens: int = 512
+    history_length: int = 2
+    max_env_steps: int | None = None  # None = the benchmark's own limit (ALFWorld 50, WebShop 15)
+    think: bool = True  # require <think>...</think> before <action>...</action>
+    require_admissible: bool = False  # an action outside the admissible list counts as invalid
+    invalid_action_penalty: float = 0.1
+    env_workers: int = 1
+    generation_batch: int = 64  # envs generated for in one forward batch
+
+
+@dataclass
+class TrainConfig:
+    steps: int = 200
+    lr: float = 1e-6
+    weight_decay: float = 0.01
+    ppo_mini_batch: int = 256  # rows per optimiser step
+    ppo_micro_batch: int = 8  # rows per forward (gradient accumulation inside a mini-batch)
+    ppo_epochs: int = 1
+    clip_ratio: float = 0.2
+    clip_ratio_c: float = 3.0  # verl's dual clip for negative advantages
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"] = (
+        "token-mean"
+    )
+    kl_coef: float = 0.01
+    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
+    grad_clip: float = 1.0
+    checkpoint_every: int = 10
+    device: str = "auto"  # "auto" | "cpu" | "cuda"
+
+
+@dataclass
+class EvalConfig:
+    every: int = 5
+    temperature: float = 0.4
+    split: str = "eval_out"
+    panel_size: int | None = None  # None = the benchmark's full panel for the split
+    at_start: bool = True
+
+
+@dataclass
+class TrackingConfig:
+    enabled: bool = True
+    uri: str = "sqlite:///results/mlflow.db"
+    artifact_root: str = "results/mlartifacts"
+
+
+@dataclass
+class MethodSection:
+    name: str = "grpo"
+    options: dict = field(default_factory=dict)
+
+
+@dataclass
+class RunConfig:
+    seed: int = 0
+    profile: str = "paper"
+    benchmark: Literal["alfworld", "webshop"] = "alfworld"
+    method: MethodSection = field(default_factory=MethodSection)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    backend: BackendConfig = field(default_factory=BackendConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    alfworld: AlfworldConfig = field(default_factory=AlfworldConfig)
+    webshop: WebshopConfig = field(default_factory=WebshopConfig)
+    output_dir: str = "results/runs"
+    run_name: str | None = None  # None = "{method}-{benchmark}-seed{seed}"
+
+    @property
+    def benchmark_config(self):
+        return getattr(self, self.benchmark)
+
+    @property
+    def name(self) -> str:
+        return self.run_name or f"{self.method.name}-{self.benchmark}-seed{self.seed}"
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.output_dir) / self.benchmark / self.method_label / f"seed{self.seed}"
+
+    @property
+    def method_label(self) -> str:
+        """Method name plus any non-default options, e.g. ``sharpo`` or ``sharpo-lam0.2``."""
+        from harness import registry
+
+        defaults = dataclasses.asdict(registry.get(self.method.name).Config())
+        changed = [f"{k}{v}" for k, v in sorted(self.method.options.items()) if defaults.get(k) != v]
+        return "-".join([self.method.name.replace(":", ".")] + changed)
+
+
+# ---------------------------------------------------------------------------------------------------------
+def build_dataclass(cls: type, values: Mapping[str, Any], where: str = "config"):
+    """Build dataclass ``cls`` from a mapping, checking every key and value; errors name the key."""
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{where}: expected a mapping of keys, got {values!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown}; accepted keys: {sorted(fields)}")
+    hints = typing.get_type_hints(cls)
+    kwargs = {k: _check_value(hints[k], v, f"{where}.{k}") for k, v in values.items()}
+    return cls(**kwargs)
+
+
+def _check_value(tp, value, key: str):
+    origin = typing.get_origin(tp)
+    if dataclasses.is_dataclass(tp):
+        return build_dataclass(tp, value or {}, key)
+    if origin is Literal:
+        if value not in typing.get_args(tp):
+            raise ConfigError(f"{key}: {value!r} is not accepted; choose one of {list(typing.get_args(tp))}")
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _check_value(arg, value, key)
+            except ConfigError as err:
+                errors.append(str(err))
+        raise ConfigError(f"{key}: {value!r} does not fit {tp}: {'; '.join(errors)}")
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        (item,) = typing.get_args(tp)[:1] or (Any,)
+        items = [_check_value(item, v, f"{key}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if tp is Any or origin is dict or tp is dict:
+        return value
+    if tp is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if tp in (int, float) and isinstance(value, bool) or not isinstance(value, tp):
+        raise ConfigError(f"{key}: expected {tp.__name__}, got {type(value).__name__} {value!r}")
+    return value
+
+
+def parse_overrides(overrides: list[str]) -> dict:
+    """``["method.lam=0.2", "seed=1"]`` → nested dict; values are parsed as YAML scalars."""
+    nested: dict = {}
+    for item in overrides:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"override {item!r} must look like key.sub=value (e.g. method.lam=0.2)")
+        node = nested
+        parts = key.strip().split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+        node[parts[-1]] = yaml.safe_load(raw) if raw != "" else ""
+    return nested
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _normalise_method(raw: dict) -> dict:
+    """``method: sharpo`` or ``method: {name: sharpo, lam: 0.05}`` → MethodSection fields."""
+    section = raw.get("method", {})
+    if isinstance(section, str):
+        section = {"name": section}
+    section = dict(section)
+    name = section.pop("name", "grpo")
+    options = dict(section.pop("options", {}) or {})
+    options.update(section)
+    raw["method"] = {"name": name, "options": options}
+    return raw
+
+
+def config_from_dict(raw: Mapping[str, Any]) -> RunConfig:
+    from harness import registry
+
+    raw = _normalise_method(dict(raw))
+    cfg = build_dataclass(RunConfig, raw, where="config")
+    # Validate the method's own options now, so a bad key fails before any model loads.
+    method_cls = registry.get(cfg.method.name)
+    method_config = build_dataclass(method_cls.Config, cfg.method.options, where=f"method ({cfg.method.name})")
+    cfg.method.options = dataclasses.asdict(method_config) if cfg.method.options else {}
+    cfg.method.options = {k: v for k, v in cfg.method.options.items() if k in raw["method"]["options"]}
+    return cfg
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:
+    raw: dict = {}
+    if path is not None:
+        path = Path(path)
+        if not path.exists():
+            raise ConfigError(f"config file {str(path)!r} does not exist; profiles live in config/ (tiny, smoke, paper)")
+        raw = yaml.safe_load(path.read_text()) or {}
+    extra = parse_overrides(list(overrides or []))
+    if isinstance(extra.get("method"), str):
+        extra["method"] = {"name": extra["method"]}
+    if isinstance(raw.get("method"), str):
+        raw["method"] = {"name": raw["method"]}
+    return config_from_dict(_merge(raw, extra))
+
+
+def to_dict(cfg: RunConfig) -> dict:
+    return dataclasses.asdict(cfg)

@@ -103,6 +103,18 @@ class TrackingConfig:
 
 
 @dataclass
+class GridConfig:
+    """What ``snakemake`` expands into runs (the Snakefile reads this section of the profile)."""
+
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    benchmarks: list[str] = field(default_factory=lambda: ["alfworld", "webshop"])
+    # a method is a registry name, or a mapping {name: ..., option: value} for a variant (e.g. a λ sweep)
+    methods: list[Any] = field(
+        default_factory=lambda: ["grpo", "grpo_opsd", "rlsd", "sdar", "stepopsd", "sharpo"]
+    )
+
+
+@dataclass
 class MethodSection:
     name: str = "grpo"
     options: dict = field(default_factory=dict)
@@ -122,6 +134,7 @@ class RunConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     alfworld: AlfworldConfig = field(default_factory=AlfworldConfig)
     webshop: WebshopConfig = field(default_factory=WebshopConfig)
+    grid: GridConfig = field(default_factory=GridConfig)
     output_dir: str = "results/runs"
     run_name: str | None = None  # None = "{method}-{benchmark}-seed{seed}"
 

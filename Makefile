@@ -1,0 +1,32 @@
+# One venv at .venv in the checkout; every target sets it up first if needed.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+CORES  ?= 2
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup reproduce test test-slow test-vllm figures clean-results
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	# torch==2.13.0 is the CPU build; GPU users install the `gpu` extra (see README)
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+reproduce: setup          ## the default profile (tiny, CPU): train the grid, then tables and figures
+	. $(VENV)/bin/activate && snakemake --cores $(CORES)
+
+test: setup               ## the default test suite (what CI runs)
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+
+test-slow: setup          ## end-to-end tests that take minutes
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m slow
+
+test-vllm:                ## the vLLM backend on the CPU, in its own venv (.venv-vllm)
+	bash scripts/setup_vllm_cpu.sh
+	HF_HUB_OFFLINE=1 .venv-vllm/bin/python -m pytest -q -m vllm tests/test_vllm_backend.py
+
+figures: setup            ## regenerate tables and figures from the logged runs
+	$(PY) -m paper_figures

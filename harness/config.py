@@ -112,6 +112,11 @@ class GridConfig:
     methods: list[Any] = field(
         default_factory=lambda: ["grpo", "grpo_opsd", "rlsd", "sdar", "stepopsd", "sharpo"]
     )
+    # what one train job asks the scheduler for (Snakemake `resources:`/`threads:`; SLURM gets the same)
+    gpus: int = 1
+    mem_mb: int = 64_000
+    threads: int = 8
+    runtime_min: int = 24 * 60
 
 
 @dataclass
@@ -153,11 +158,23 @@ class RunConfig:
     @property
     def method_label(self) -> str:
         """Method name plus any non-default options, e.g. ``sharpo`` or ``sharpo-lam0.2``."""
-        from harness import registry
+        return method_label(self.method.name, self.method.options)
 
-        defaults = dataclasses.asdict(registry.get(self.method.name).Config())
-        changed = [f"{k}{v}" for k, v in sorted(self.method.options.items()) if defaults.get(k) != v]
-        return "-".join([self.method.name.replace(":", ".")] + changed)
+
+def method_label(name: str, options: Mapping[str, Any] | None = None) -> str:
+    """The run-folder label of a method variant: its name plus ``-<key><value>`` for each non-default option,
+    sorted by key (``sharpo-lam0.2``). The one implementation shared by the engine and the Snakefile; the
+    registry (and so torch) is only imported when there are options to compare against the defaults."""
+    base = name.replace(":", ".")
+    if not options:
+        return base
+    from harness import registry
+
+    method_cls = registry.get(name)
+    given = dataclasses.asdict(build_dataclass(method_cls.Config, dict(options), where=f"method ({name})"))
+    defaults = dataclasses.asdict(method_cls.Config())
+    changed = [f"{k}{given[k]}" for k in sorted(options) if defaults.get(k) != given[k]]
+    return "-".join([base] + changed)
 
 
 # ---------------------------------------------------------------------------------------------------------

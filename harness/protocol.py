@@ -1,0 +1,71 @@
+"""The frozen protocol record of a run: what a reader needs to know the run is comparable to another.
+
+``protocol.json`` holds the resolved config, the prompt-template hash, the task-panel hashes, package
+versions, the git commit, the method's full option set (its variant flags) and the seeds, plus a sha256 over
+everything else so two runs can be checked for the same protocol at a glance.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import platform
+import subprocess
+from dataclasses import asdict
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+PACKAGES = ("torch", "transformers", "accelerate", "tokenizers", "alfworld", "textworld", "mlflow", "vllm",
+            "bm25s", "rapidfuzz", "credit-assignment-bench")
+
+
+def package_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_commit(cwd: Path | None = None) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=cwd,
+                               capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def build_protocol(*, config: dict, method_options: dict, seeds: dict, template_sha256: str,
+                   panels: dict[str, Any]) -> dict:
+    """``panels`` maps a role ("train", "eval") to a TaskPanel."""
+    record = {
+        "config": config,
+        "method": {"name": config["method"]["name"], "options": method_options},
+        "seeds": seeds,
+        "template_sha256": template_sha256,
+        "panels": {role: {"split": p.split, "size": len(p), "sha256": p.sha256} for role, p in panels.items()},
+        "versions": package_versions(),
+        "git_commit": git_commit(Path(__file__).resolve().parent.parent),
+    }
+    record["sha256"] = protocol_hash(record)
+    return record
+
+
+def protocol_hash(record: dict) -> str:
+    """sha256 over the record without volatile fields (its own hash, run paths, the git commit)."""
+    stable = {k: v for k, v in record.items() if k not in ("sha256", "git_commit")}
+    stable["config"] = {k: v for k, v in stable["config"].items() if k not in ("output_dir", "run_name", "tracking")}
+    return hashlib.sha256(json.dumps(stable, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Atomic write: a crash never leaves half a file that a later resume would trust."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=str))
+    tmp.replace(path)

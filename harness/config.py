@@ -39,7 +39,8 @@ class ModelConfig:
     # supervised warm start on expert demonstrations (0 = none; the paper starts from an instruct model)
     warm_start_epochs: int = 0
     warm_start_lr: float = 1e-3
-    warm_start_demos: int = 0
+    warm_start_demos: int = 0  # train tasks the expert demonstrates (0 = the whole train panel)
+    cache_dir: str = "results/models"
 
 
 @dataclass

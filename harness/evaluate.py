@@ -1,0 +1,41 @@
+"""Evaluation on the frozen eval panel: one episode per task at the validation temperature."""
+from __future__ import annotations
+
+import time
+
+from harness import rollout
+from harness.seeding import step_seed
+
+
+def evaluate(ctx, step: int) -> dict[str, float]:
+    """Roll out every eval task once; append one row per episode to eval.csv; return the summary."""
+    cfg = ctx.cfg
+    start = time.perf_counter()
+    trajs = rollout.collect(ctx.backend, ctx.benchmark, ctx.envs, list(ctx.eval_panel.tasks), group_size=1,
+                            rollout_cfg=cfg.rollout, max_steps=ctx.max_env_steps, temperature=cfg.eval.temperature,
+                            seed=step_seed(ctx.seeds.sampling, step, "eval"))
+    rows = [episode_row(step, traj) for traj in trajs]
+    ctx.eval_log.append(rows)
+    summary = {"success": _mean(r["success"] for r in rows), "score": _mean(r["score"] for r in rows),
+               "return": _mean(r["return"] for r in rows), "length": _mean(r["length"] for r in rows)}
+    by_type: dict[str, list[float]] = {}
+    for r in rows:
+        by_type.setdefault(r["task_type"], []).append(r["success"])
+    metrics = {f"eval/{k}": v for k, v in summary.items()}
+    metrics.update({f"eval/success/{t}": _mean(v) for t, v in sorted(by_type.items())})
+    metrics["time/eval_s"] = time.perf_counter() - start
+    ctx.tracker.log_metrics(metrics, step)
+    ctx.log(f"{cfg.name}: eval at step {step}: success {summary['success']:.3f} score {summary['score']:.3f} "
+            f"({len(rows)} episodes, {metrics['time/eval_s']:.0f}s)")
+    return summary
+
+
+def episode_row(step: int, traj) -> dict:
+    return {"step": step, "task_id": traj.task.task_id, "task_type": traj.task.task_type,
+            "success": int(traj.won), "score": traj.score, "return": traj.episode_return,
+            "length": len(traj.turns), "truncated": int(traj.truncated), "failure_reason": traj.failure_reason or ""}
+
+
+def _mean(values) -> float:
+    values = list(values)
+    return sum(values) / len(values) if values else 0.0

@@ -1,0 +1,110 @@
+"""The policy a run starts from: a local checkpoint, or the tiny offline model with its warm start.
+
+The tiny model (profile tiny/smoke) is built here, on this machine: a tokenizer trained on the benchmark's
+own prompts and expert responses, a small Qwen2-architecture LM, then a supervised warm start on expert
+demonstrations from the *train* panel (never the eval panel), so that RL starts from a policy that
+sometimes succeeds. The result is cached under ``model.cache_dir`` keyed by everything it depends on, and
+built under a file lock so parallel workflow jobs build it once.
+"""
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import hashlib
+import json
+from contextlib import contextmanager
+from pathlib import Path
+
+from envs.base import Benchmark
+from harness.models import build_tiny_model, load_policy, warm_start
+
+READY = "ready.json"
+
+
+def format_response(action: str, think: bool) -> str:
+    """The response a demonstration teaches: the action in tags, with a short reasoning when thinking is on."""
+    thought = f"<think>The next useful step is to {action}.</think>" if think else ""
+    return f"{thought}<action>{action}</action>"
+
+
+def demonstrations(benchmark: Benchmark, tasks, rollout_cfg, max_steps: int) -> list[tuple[str, str]]:
+    """(prompt, response) pairs from the benchmark's scripted expert, rendered exactly as the rollout does."""
+    env = benchmark.make_env()
+    pairs: list[tuple[str, str]] = []
+    try:
+        for task in tasks:
+            obs = env.reset(task)
+            expert = benchmark.expert(task)
+            task_text = benchmark.task_description(task, obs)
+            history: list[tuple[str, str]] = []
+            for turn in range(max_steps):
+                action = expert.act(obs)
+                prompt = benchmark.format_prompt(task_text, history, obs, turn, rollout_cfg.history_length)
+                pairs.append((prompt, format_response(action, rollout_cfg.think)))
+                result = env.step(action)
+                history.append((obs.text, action))
+                obs = result.observation
+                if result.done:
+                    break
+    finally:
+        env.close()
+    return pairs
+
+
+def tiny_model_dir(cfg) -> Path:
+    """Cache key: model shape, warm-start settings, prompt settings, benchmark options, profile and seed."""
+    key = {
+        "model": dataclasses.asdict(cfg.model),
+        "think": cfg.rollout.think,
+        "history_length": cfg.rollout.history_length,
+        "benchmark": cfg.benchmark,
+        "benchmark_options": dataclasses.asdict(cfg.benchmark_config),
+        "profile": cfg.profile,
+        "seed": cfg.seed,
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return Path(cfg.model.cache_dir) / f"tiny-{cfg.benchmark}-seed{cfg.seed}-{digest}"
+
+
+@contextmanager
+def file_lock(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def prepare_policy(cfg, benchmark: Benchmark, device, log=print):
+    """Return (model, tokenizer, model_dir) for the run, building the tiny model if needed."""
+    if cfg.model.source != "tiny":
+        model, tokenizer = load_policy(cfg.model.source, cfg.model.dtype, device)
+        return model, tokenizer, Path(cfg.model.source)
+    model_dir = tiny_model_dir(cfg)
+    with file_lock(model_dir.with_suffix(".lock")):
+        if not (model_dir / READY).exists():
+            build_warm_tiny_model(cfg, benchmark, model_dir, log)
+    model, tokenizer = load_policy(model_dir, cfg.model.dtype, device)
+    return model, tokenizer, model_dir
+
+
+def build_warm_tiny_model(cfg, benchmark: Benchmark, model_dir: Path, log=print) -> None:
+    max_steps = cfg.rollout.max_env_steps or benchmark.default_max_steps
+    demo_tasks = benchmark.panel("train").tasks[: cfg.model.warm_start_demos or None]
+    log(f"collecting expert demonstrations on {len(demo_tasks)} train tasks")
+    demos = demonstrations(benchmark, demo_tasks, cfg.rollout, max_steps)
+    corpus = [p for p, _ in demos] + [r for _, r in demos]
+    base_dir = model_dir.with_name(model_dir.name + "-base")
+    build_tiny_model(cfg.model, corpus, base_dir, seed=cfg.seed)
+    model, tokenizer = load_policy(base_dir, cfg.model.dtype, "cpu")
+    stats = {}
+    if cfg.model.warm_start_epochs > 0 and demos:
+        log(f"warm start: {len(demos)} demonstration turns × {cfg.model.warm_start_epochs} epochs")
+        stats = warm_start(model, tokenizer, demos, epochs=cfg.model.warm_start_epochs, lr=cfg.model.warm_start_lr,
+                           seed=cfg.seed)
+    model_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    (model_dir / READY).write_text(json.dumps({"demos": len(demos), "warm_start": stats}, default=float))

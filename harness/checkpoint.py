@@ -23,12 +23,13 @@ def save(ctx, next_step: int, elapsed_s: float) -> None:
     tmp.replace(path)
 
 
-def restore(ctx) -> None:
+def restore(ctx, truncate_logs: bool = True) -> None:
     """Load the last checkpoint if there is one, and drop logged rows from after it."""
     path = ctx.run_dir / CHECKPOINT
     if not path.exists():
-        ctx.metrics_log.truncate_after(-1)
-        ctx.eval_log.truncate_after(-1)
+        if truncate_logs:
+            ctx.metrics_log.truncate_after(-1)
+            ctx.eval_log.truncate_after(-1)
         return
     state = torch.load(path, map_location="cpu", weights_only=False)
     ctx.accelerator.unwrap_model(ctx.model).load_state_dict(state["model"])
@@ -36,6 +37,7 @@ def restore(ctx) -> None:
     ctx.backend.sync_weights(ctx.model)
     ctx.start_step = state["next_step"]
     ctx.elapsed_s = state["elapsed_s"]
-    ctx.metrics_log.truncate_after(ctx.start_step - 1)
-    ctx.eval_log.truncate_after(ctx.start_step - 1)
+    if truncate_logs:
+        ctx.metrics_log.truncate_after(ctx.start_step - 1)
+        ctx.eval_log.truncate_after(ctx.start_step - 1)
     ctx.log(f"{ctx.cfg.name}: resumed from the checkpoint of step {ctx.start_step}")

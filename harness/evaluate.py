@@ -39,3 +39,21 @@ def episode_row(step: int, traj) -> dict:
 def _mean(values) -> float:
     values = list(values)
     return sum(values) / len(values) if values else 0.0
+
+
+def evaluate_checkpoint(cfg, out: str | None = None) -> dict[str, float]:
+    """Evaluate a run's last checkpoint on ``cfg.eval`` (split, panel size) without changing the run."""
+    from pathlib import Path
+
+    from harness.run import open_run
+    from harness.run_files import StepLog
+
+    ctx = open_run(cfg, evaluate_only=True)
+    path = Path(out) if out else ctx.run_dir / f"eval_{cfg.eval.split}_final.csv"
+    path.unlink(missing_ok=True)
+    path.with_suffix(".jsonl").unlink(missing_ok=True)
+    ctx.eval_log = StepLog(path)
+    try:
+        return evaluate(ctx, ctx.start_step)
+    finally:
+        ctx.close("FINISHED")

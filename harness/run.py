@@ -93,8 +93,18 @@ def prepare_run_dir(cfg: RunConfig, resume: bool, force: bool, log) -> Path | No
     return run_dir
 
 
-def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=print) -> RunContext | None:
-    run_dir = prepare_run_dir(cfg, resume, force, log)
+def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=print,
+             evaluate_only: bool = False) -> RunContext | None:
+    """Build the run's context. ``evaluate_only`` opens an existing run's last checkpoint without touching it."""
+    if evaluate_only:
+        run_dir = cfg.run_dir
+        if not (run_dir / checkpoint.CHECKPOINT).exists():
+            raise FileNotFoundError(f"{run_dir} has no {checkpoint.CHECKPOINT}; train the run first "
+                                    f"(python -m harness train ... with the same config and overrides)")
+        cfg = dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=False))
+        resume = True
+    else:
+        run_dir = prepare_run_dir(cfg, resume, force, log)
     if run_dir is None:
         return None
     seeds = Seeds.from_master(cfg.seed)
@@ -106,7 +116,8 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
     protocol = build_protocol(config=to_dict(cfg), method_options=dataclasses.asdict(method.config),
                               seeds=seeds.as_dict(), template_sha256=benchmark.template.sha256,
                               panels={"train": train_panel, "eval": eval_panel})
-    check_protocol(run_dir, protocol)
+    if not evaluate_only:
+        check_protocol(run_dir, protocol)
 
     from accelerate import Accelerator
 
@@ -126,7 +137,8 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
                            tags={"protocol_sha256": protocol["sha256"], "git_commit": str(protocol["git_commit"]),
                                  "method": cfg.method.name, "method_label": cfg.method_label, "profile": cfg.profile,
                                  "model_dir": str(model_dir)})
-    tracker.log_artifact(run_dir / PROTOCOL)
+    if not evaluate_only:
+        tracker.log_artifact(run_dir / PROTOCOL)
     ctx = RunContext(
         cfg=cfg, run_dir=run_dir, seeds=seeds, benchmark=benchmark, train_panel=train_panel, eval_panel=eval_panel,
         method=method, model=model, ref_model=ref_model, tokenizer=tokenizer, optimizer=optimizer,
@@ -140,7 +152,9 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
         metrics_log=StepLog(run_dir / METRICS), eval_log=StepLog(run_dir / EVAL),
         max_env_steps=cfg.rollout.max_env_steps or benchmark.default_max_steps, log=log,
     )
-    if resume:
+    if evaluate_only:
+        checkpoint.restore(ctx, truncate_logs=False)
+    elif resume:
         checkpoint.restore(ctx)
     return ctx
 

@@ -267,7 +267,10 @@ def config_from_dict(raw: Mapping[str, Any]) -> RunConfig:
     raw = _normalise_method(dict(raw))
     cfg = build_dataclass(RunConfig, raw, where="config")
     # Validate the method's own options now, so a bad key fails before any model loads.
-    method_cls = registry.get(cfg.method.name)
+    try:
+        method_cls = registry.get(cfg.method.name)
+    except registry.UnknownMethodError as err:
+        raise ConfigError(f"method.name: {err}") from None
     method_config = build_dataclass(method_cls.Config, cfg.method.options, where=f"method ({cfg.method.name})")
     cfg.method.options = dataclasses.asdict(method_config) if cfg.method.options else {}
     cfg.method.options = {k: v for k, v in cfg.method.options.items() if k in raw["method"]["options"]}

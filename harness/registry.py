@@ -59,7 +59,9 @@ def register(name: str) -> Callable[[type[Method]], type[Method]]:
 
     def wrap(cls: type[Method]) -> type[Method]:
         existing = _REGISTRY.get(name)
-        if existing is not None and existing.__qualname__ != cls.__qualname__:
+        # the same class re-imported (e.g. a module reloaded) may register again; another class may not
+        same = existing is not None and (existing.__module__, existing.__qualname__) == (cls.__module__, cls.__qualname__)
+        if existing is not None and not same:
             raise ValueError(
                 f"method name {name!r} is registered twice: {existing.__module__}.{existing.__qualname__} "
                 f"and {cls.__module__}.{cls.__qualname__}; rename one of them"
@@ -115,7 +117,7 @@ def _load_dotted(path: str) -> type[Method]:
     cls = getattr(module, attr, None)
     if not (isinstance(cls, type) and issubclass(cls, Method)):
         raise UnknownMethodError(f"{path!r} does not name a Method subclass (module {module_name!r}, attribute {attr!r})")
-    if not cls.name:
+    if not vars(cls).get("name"):  # not registered itself (a subclass inherits its parent's name)
         register(attr.lower())(cls)
     return cls
 

@@ -1,0 +1,16 @@
+"""GRPO + OPSD: naive on-policy self-distillation, i.e. SDAR with β = 0 (METHODS.md §SDAR, last line)."""
+from __future__ import annotations
+
+from harness.registry import register
+from methods.sdar import GatedDistillation, GrpoOpsdConfig
+
+
+@register("grpo_opsd")
+class GrpoOpsd(GatedDistillation):
+    """Naive GRPO + on-policy self-distillation: SDAR with β = 0, i.e. a constant gate of 0.5."""
+
+    Config = GrpoOpsdConfig
+
+    @property
+    def gate_beta(self) -> float:
+        return 0.0

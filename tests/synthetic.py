@@ -1,0 +1,105 @@
+"""Synthetic StepBatches for method, loss and benchmark code (no model, no environment).
+
+``batch_from_rows`` builds a small hand-written batch (one dict per segment); ``random_batch`` builds a large
+realistic one: task groups of G rollouts, rollouts of 1..max_segments segments, repeated observations inside
+a group (GiGPO step groups), some invalid actions, teacher log-probs near the student's.
+Import as ``from synthetic import ...`` inside tests (pytest puts tests/ on sys.path).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from harness.batch import StepBatch
+
+
+def batch_from_rows(rows: Sequence[dict], response_len: int | None = None) -> StepBatch:
+    """One dict per segment row with keys: group, traj, step, ret (episode return), valid (bool, default True),
+    tokens (number of response tokens, default 2), gap (δ_t per token, list or scalar, default 0), avail
+    (teacher available, default True), reward (step reward, default 0), obs (obs hash, default step),
+    old (old log-prob per token, default −1). Padding holds NaN in every log-prob column on purpose."""
+    width = response_len or max(r.get("tokens", 2) for r in rows)
+    n = len(rows)
+    mask = torch.zeros(n, width, dtype=torch.bool)
+    old = torch.full((n, width), float("nan"))
+    teacher = torch.full((n, width), float("nan"))
+    for i, r in enumerate(rows):
+        k = r.get("tokens", 2)
+        mask[i, :k] = True
+        gap = torch.as_tensor(r.get("gap", 0.0), dtype=torch.float32).expand(k)
+        old[i, :k] = torch.as_tensor(r.get("old", -1.0), dtype=torch.float32).expand(k)
+        teacher[i, :k] = old[i, :k] + gap
+    n_steps = {}
+    for r in rows:
+        n_steps[r["traj"]] = n_steps.get(r["traj"], 0) + 1
+    return StepBatch(
+        response_mask=mask,
+        old_logp=old,
+        ref_logp=old.clone(),
+        teacher_logp=teacher,
+        teacher_available=[r.get("avail", True) for r in rows],
+        group_id=[r["group"] for r in rows],
+        traj_id=[r["traj"] for r in rows],
+        step_idx=[r["step"] for r in rows],
+        n_steps=[n_steps[r["traj"]] for r in rows],
+        episode_return=[float(r["ret"]) for r in rows],
+        success=[r["ret"] > 0 for r in rows],
+        step_reward=[float(r.get("reward", 0.0)) for r in rows],
+        action_valid=[r.get("valid", True) for r in rows],
+        obs_hash=[r.get("obs", r["step"]) for r in rows],
+    )
+
+
+def random_batch(
+    rows: int = 4096,
+    response_len: int = 512,
+    group_size: int = 8,
+    max_segments: int = 50,
+    seed: int = 0,
+    success_rate: float = 0.4,
+    invalid_rate: float = 0.1,
+) -> StepBatch:
+    """Rollouts of 1..max_segments segments in groups of ``group_size`` until ``rows`` rows exist (the last
+    rollout is cut short to fit). Success gives reward 10 on the last step (ALFWorld's 10·won)."""
+    g = torch.Generator().manual_seed(seed)
+    lengths, traj = [], 0
+    while sum(lengths) < rows:
+        lengths.append(int(torch.randint(1, max_segments + 1, (1,), generator=g)))
+    lengths[-1] -= sum(lengths) - rows
+    n_traj = len(lengths)
+    steps_per_traj = torch.tensor(lengths)
+    traj_id = torch.repeat_interleave(torch.arange(n_traj), steps_per_traj)
+    starts = torch.cumsum(steps_per_traj, 0) - steps_per_traj
+    step_idx = torch.arange(rows) - starts[traj_id]
+    group_of_traj = torch.arange(n_traj) // group_size
+    won = torch.rand(n_traj, generator=g) < success_rate
+    # a third of the groups all fail or all succeed, so A = 0 rows occur as in real runs
+    uniform = torch.rand(group_of_traj.max() + 1, generator=g) < 1 / 3
+    won = torch.where(uniform[group_of_traj], (group_of_traj % 2 == 0), won)
+    group_id = group_of_traj[traj_id]
+    is_last = step_idx == steps_per_traj[traj_id] - 1
+    success = won[traj_id]
+    tokens = torch.randint(1, response_len + 1, (rows,), generator=g)
+    mask = torch.arange(response_len)[None, :] < tokens[:, None]
+    old = -torch.rand(rows, response_len, generator=g) * 3
+    teacher = old + torch.randn(rows, response_len, generator=g) * 0.5
+    group_has_success = torch.zeros(int(group_of_traj.max()) + 1, dtype=torch.bool).index_put_(
+        (group_of_traj,), won, accumulate=True
+    )
+    return StepBatch(
+        response_mask=mask,
+        old_logp=old,
+        ref_logp=old + torch.randn(rows, response_len, generator=g) * 0.1,
+        teacher_logp=teacher,
+        teacher_available=group_has_success[group_id],
+        group_id=group_id * 7 + 3,  # ids need not be dense
+        traj_id=traj_id * 5 + 1,
+        step_idx=step_idx,
+        n_steps=steps_per_traj[traj_id],
+        episode_return=success.float() * 10.0,
+        success=success,
+        step_reward=(success & is_last).float() * 10.0,
+        action_valid=torch.rand(rows, generator=g) >= invalid_rate,
+        obs_hash=step_idx * 10 + torch.randint(0, 3, (rows,), generator=g),
+    )

@@ -1,0 +1,45 @@
+"""Shared set-up for engine tests: a tiny config on the toy door benchmark, in a temporary folder."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from harness.config import config_from_dict
+
+from tests.toy_benchmark import DoorBenchmark
+
+
+def toy_config(tmp_path: Path, **sections):
+    raw = {
+        "profile": "test",
+        "benchmark": "alfworld",  # replaced by the toy benchmark through `use_toy_benchmark`
+        "method": "grpo",
+        "seed": 0,
+        "model": {"source": "tiny", "dtype": "float32", "gradient_checkpointing": False, "tiny_hidden": 32,
+                  "tiny_layers": 1, "tiny_heads": 2, "tiny_vocab": 300, "warm_start_epochs": 2,
+                  "warm_start_lr": 3e-3, "warm_start_demos": 8, "cache_dir": str(tmp_path / "models")},
+        "backend": {"name": "hf"},
+        "rollout": {"tasks_per_step": 2, "group_size": 3, "max_prompt_tokens": 256, "max_response_tokens": 12,
+                    "think": False, "env_workers": 1, "generation_batch": 16},
+        "train": {"steps": 3, "lr": 1e-3, "ppo_mini_batch": 8, "ppo_micro_batch": 8, "checkpoint_every": 1,
+                  "device": "cpu"},
+        "eval": {"every": 2, "panel_size": 4, "split": "eval_out"},
+        "tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db", "artifact_root": str(tmp_path / "artifacts")},
+        "output_dir": str(tmp_path / "runs"),
+    }
+    for name, values in sections.items():
+        raw[name] = {**raw[name], **values} if isinstance(raw.get(name), dict) else values
+    return config_from_dict(raw)
+
+
+def use_toy_benchmark(monkeypatch) -> None:
+    import harness.run
+
+    monkeypatch.setattr(harness.run, "make_benchmark", lambda name, config, profile, seed: DoorBenchmark(config))
+
+
+def comparable_metrics(run_dir: Path) -> pd.DataFrame:
+    """metrics.csv without wall-clock columns (the only legitimately non-deterministic ones)."""
+    frame = pd.read_csv(run_dir / "metrics.csv")
+    return frame[[c for c in frame.columns if not c.startswith("time/")]]

@@ -1,0 +1,163 @@
+"""Engine tests on the toy door benchmark and a tiny model: determinism, resume, teacher pass, tracking."""
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+import harness.teacher
+import harness.trainer
+from harness import rollout
+from harness.run import PartialRunError, open_run
+from harness.trainer import train
+from harness.update import score
+
+from tests.engine_helpers import comparable_metrics, toy_config, use_toy_benchmark
+
+
+@pytest.fixture(autouse=True)
+def _toy(monkeypatch):
+    use_toy_benchmark(monkeypatch)
+
+
+def test_same_seed_twice_gives_identical_metrics(tmp_path):
+    first = train(toy_config(tmp_path / "a"))
+    second = train(toy_config(tmp_path / "b"))
+    pd.testing.assert_frame_equal(comparable_metrics(first), comparable_metrics(second))
+    pd.testing.assert_frame_equal(pd.read_csv(first / "eval.csv"), pd.read_csv(second / "eval.csv"))
+    done = json.loads((first / "done.json").read_text())
+    assert done["steps"] == 3 and 0.0 <= done["final_eval"]["success"] <= 1.0
+
+
+def test_different_seeds_differ(tmp_path):
+    a = comparable_metrics(train(toy_config(tmp_path / "a")))
+    b = comparable_metrics(train(toy_config(tmp_path / "b", seed=1)))
+    assert not a.equals(b)
+
+
+def test_kill_and_resume_matches_uninterrupted_run(tmp_path, monkeypatch):
+    reference = train(toy_config(tmp_path / "ref", method="sharpo"))
+
+    cfg = toy_config(tmp_path / "killed", method="sharpo")
+    real_step = harness.trainer.rl_step
+
+    def dies_at_step_2(ctx, step):
+        if step == 2:
+            raise KeyboardInterrupt("simulated kill")
+        return real_step(ctx, step)
+
+    monkeypatch.setattr(harness.trainer, "rl_step", dies_at_step_2)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg)
+    assert not (cfg.run_dir / "done.json").exists()
+    with pytest.raises(PartialRunError, match="--resume"):
+        train(cfg)
+    monkeypatch.setattr(harness.trainer, "rl_step", real_step)
+    resumed = train(cfg, resume=True)
+    pd.testing.assert_frame_equal(comparable_metrics(reference), comparable_metrics(resumed))
+    pd.testing.assert_frame_equal(pd.read_csv(reference / "eval.csv"), pd.read_csv(resumed / "eval.csv"))
+
+
+def test_finished_run_is_not_overwritten(tmp_path, capsys):
+    cfg = toy_config(tmp_path)
+    run_dir = train(cfg)
+    stamp = (run_dir / "done.json").stat().st_mtime_ns
+    train(cfg)
+    assert (run_dir / "done.json").stat().st_mtime_ns == stamp
+    assert "already finished" in capsys.readouterr().out
+
+
+def _rollout_batch(ctx):
+    trajs = rollout.collect(ctx.backend, ctx.benchmark, ctx.envs, list(ctx.train_panel.tasks[:2]), group_size=2,
+                            rollout_cfg=ctx.cfg.rollout, max_steps=4, temperature=1.0, seed=3)
+    batch = rollout.to_step_batch(trajs, ctx.tokenizer.pad_token_id)
+    return trajs, batch.with_columns(old_logp=score(ctx.model, batch, 8, "cpu"))
+
+
+def test_teacher_with_empty_context_equals_student_logp(tmp_path):
+    ctx = open_run(toy_config(tmp_path, method="sharpo"))
+    trajs, batch = _rollout_batch(ctx)
+    empty = lambda trajs, benchmark: ["" for t in trajs for _ in t.turns]  # noqa: E731
+    scored, _ = ctx.teacher.score(batch, trajs, "skills", builder=empty)
+    assert scored.teacher_available.all()
+    torch.testing.assert_close(scored.teacher_logp, batch.old_logp, atol=1e-5, rtol=0)
+    ctx.close("FINISHED")
+
+
+def test_teacher_scores_exactly_the_student_response_tokens(tmp_path, monkeypatch):
+    ctx = open_run(toy_config(tmp_path, method="sharpo"))
+    trajs, batch = _rollout_batch(ctx)
+    seen = {}
+    real = harness.teacher.response_logprobs
+
+    def spy(model, prompt_ids, prompt_mask, response_ids, response_mask, **kw):
+        seen["response_ids"], seen["response_mask"], seen["prompt_ids"] = response_ids, response_mask, prompt_ids
+        return real(model, prompt_ids, prompt_mask, response_ids, response_mask, **kw)
+
+    monkeypatch.setattr(harness.teacher, "response_logprobs", spy)
+    scored, metrics = ctx.teacher.score(batch, trajs, "skills")
+    # token alignment: the teacher scored the very response ids of the student's rows, under a longer prompt
+    assert torch.equal(seen["response_ids"], batch.response_ids)
+    assert torch.equal(seen["response_mask"], batch.response_mask)
+    assert seen["prompt_ids"].shape[1] > batch.prompt_ids.shape[1]
+    assert metrics["teacher_available_frac"] == 1.0
+    assert not torch.allclose(scored.teacher_logp, batch.old_logp)  # the context changes the log-probs
+    ctx.close("FINISHED")
+
+
+def test_successful_sibling_context_prefers_another_rollout():
+    from tests.toy_benchmark import DoorBenchmark
+
+    task = DoorBenchmark(None).panel("train").tasks[0]
+    turn = rollout.Turn("p", [1], [2], [0.0], "", "take red key", True, "o", "o2", 0.0)
+    winner_a = rollout.Trajectory(task, 0, 0, turns=[turn], won=True)
+    winner_b = rollout.Trajectory(task, 0, 1, turns=[turn.__class__(**{**turn.__dict__, "action": "open door"})],
+                                  won=True)
+    loser = rollout.Trajectory(task, 1, 2, turns=[turn], won=False)
+    contexts = harness.teacher.sibling_contexts([winner_a, winner_b, loser], "toy")
+    assert "open door" in contexts[0] and "take red key" in contexts[1]
+    assert contexts[2] is None  # group 1 has no success: no teacher, the method falls back to GRPO
+
+
+@pytest.mark.parametrize("method,expects_teacher", [("grpo", False), ("gigpo", False), ("sharpo", True)])
+def test_teacher_forward_runs_only_when_the_method_needs_it(tmp_path, monkeypatch, method, expects_teacher):
+    calls = []
+    real = harness.teacher.response_logprobs
+    monkeypatch.setattr(harness.teacher, "response_logprobs", lambda *a, **k: calls.append(1) or real(*a, **k))
+    train(toy_config(tmp_path, method=method, train={"steps": 1}))
+    assert bool(calls) == expects_teacher
+
+
+def test_bad_config_fails_before_any_model_loads(tmp_path, monkeypatch, capsys):
+    import harness.models
+    import harness.policy
+    from harness.cli import main
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+
+    for module in (harness.models, harness.policy):
+        monkeypatch.setattr(module, "load_policy", no_model, raising=False)
+        monkeypatch.setattr(module, "build_tiny_model", no_model, raising=False)
+    assert main(["train", "--config", "config/smoke.yaml", "method.lamda=0.1", "method=sharpo"]) == 2
+    err = capsys.readouterr().err
+    assert "lamda" in err and "lam" in err
+    assert main(["train", "--config", "config/smoke.yaml", "train.loss_agg_mode=mean"]) == 2
+    assert "token-mean" in capsys.readouterr().err
+
+
+def test_mlflow_holds_params_metrics_and_protocol(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    cfg = toy_config(tmp_path, method="sharpo")
+    run_dir = train(cfg)
+    client = MlflowClient(tracking_uri=cfg.tracking.uri)
+    run = client.get_run((run_dir / "mlflow_run_id").read_text())
+    assert run.info.run_name == "sharpo-alfworld-seed0" and run.info.status == "FINISHED"
+    assert run.data.params["method.name"] == "sharpo" and run.data.params["rollout.group_size"] == "3"
+    assert {"train/success", "logp_gap", "method/multiplier_mean", "eval/success"} <= set(run.data.metrics)
+    assert run.data.tags["protocol_sha256"] == json.loads((run_dir / "protocol.json").read_text())["sha256"]
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"protocol.json", "metrics.csv", "eval.csv"} <= artifacts

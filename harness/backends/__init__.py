@@ -1,0 +1,71 @@
+"""Generation backends: batched sampling that returns the sampled tokens and their rollout log-probs.
+
+``hf`` runs the policy module itself (CPU or GPU, used by the tests and the tiny profile); ``vllm`` runs a vLLM
+engine on the same weights and receives the trainer's weights after every update. ``vllm`` is imported only when
+asked for, so the package never needs vLLM installed.
+
+Log-prob convention (both backends): ``Generation.logprobs[t]`` is log softmax(logits / temperature) of the
+sampled token — the tempered distribution over the full vocabulary, before top-p truncation. This is what
+:func:`harness.logprobs.response_logprobs` recomputes at the same temperature and what verl uses for ``old_logp``,
+so the trainer's gap mean|logp_train - logp_rollout| measures weight staleness and numerics only. With
+``top_p = 1`` (the paper's rollout setting) it is exactly the sampling distribution.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+BACKENDS = ("hf", "vllm")
+
+
+@dataclass
+class Generation:
+    text: str  # decoded response, without the end-of-turn token
+    prompt_ids: list[int]  # the chat-templated prompt actually fed (after left truncation)
+    response_ids: list[int]  # sampled tokens, including the end-of-turn token when it was generated
+    logprobs: list[float]  # one per response token (see the module docstring for the convention)
+    truncated: bool  # True when max_new_tokens ran out before the end-of-turn token
+
+
+@runtime_checkable
+class GenerationBackend(Protocol):
+    def generate(self, prompts: list[str], *, temperature: float, top_p: float, max_new_tokens: int,
+                 max_prompt_tokens: int, seed: int) -> list[Generation]:
+        """Sample one response per raw user prompt (the backend applies the chat template).
+
+        Prompts longer than ``max_prompt_tokens`` keep their last tokens; generation stops at the end-of-turn
+        token; the same prompts and seed give the same generations.
+        """
+        ...
+
+    def sync_weights(self, model) -> None:
+        """Make the next ``generate`` use ``model``'s current weights."""
+        ...
+
+
+def make_backend(cfg, model, tokenizer, device) -> GenerationBackend:
+    """Build the backend named by ``cfg.name`` (a :class:`harness.config.BackendConfig`)."""
+    if cfg.name == "hf":
+        from harness.backends.hf import HFBackend
+
+        return HFBackend(model, tokenizer, device)
+    if cfg.name == "vllm":
+        from harness.backends.vllm import VLLMBackend  # lazy: vLLM is an optional GPU dependency
+
+        return VLLMBackend(cfg, model, tokenizer)
+    raise ValueError(f"backend {cfg.name!r} is not accepted; choose one of {list(BACKENDS)}")
+
+
+def decode_response(tokenizer, response_ids: list[int], stop_ids: set[int]) -> str:
+    """Response text without a trailing end-of-turn token."""
+    ids = response_ids[:-1] if response_ids and response_ids[-1] in stop_ids else response_ids
+    return tokenizer.decode(ids, skip_special_tokens=False)
+
+
+def check_sampling_args(temperature: float, top_p: float, max_new_tokens: int, max_prompt_tokens: int) -> None:
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    if max_new_tokens < 1 or max_prompt_tokens < 1:
+        raise ValueError(f"max_new_tokens and max_prompt_tokens must be >= 1, got {max_new_tokens}, {max_prompt_tokens}")

@@ -65,7 +65,9 @@ def ppo_clip_loss(
     """
     if clip_ratio_c <= 1.0:
         raise ValueError(f"clip_ratio_c must be > 1 for dual-clip PPO (verl); got {clip_ratio_c}")
-    log_ratio = (logp - old_logp).clamp(-20.0, 20.0)
+    # padding may hold NaN log-probs: keep it out of the ratio so no NaN reaches the gradient
+    log_ratio = torch.where(mask, logp - old_logp, torch.zeros((), dtype=logp.dtype, device=logp.device))
+    log_ratio = log_ratio.clamp(-20.0, 20.0)
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
     clipped = -advantages * ratio.clamp(1.0 - clip_ratio, 1.0 + clip_ratio)
@@ -120,7 +122,8 @@ def policy_loss(
     )
     metrics = {f"actor/{k}": v for k, v in pg_metrics.items()}
     if train_cfg.kl_coef:
-        kl = aggregate(kl_penalty(logp, batch.ref_logp, train_cfg.kl_estimator), mask, train_cfg.loss_agg_mode)
+        ref = torch.where(mask, batch.ref_logp, logp.detach())  # padding: KL 0, never NaN
+        kl = aggregate(kl_penalty(logp, ref, train_cfg.kl_estimator), mask, train_cfg.loss_agg_mode)
         loss = loss + train_cfg.kl_coef * kl
         metrics["actor/kl_loss"] = float(kl.detach())
     aux = method.aux_loss(batch, logp, step)

@@ -1,0 +1,92 @@
+"""harness/config.py: loading, overrides, and errors that name the key and the accepted values."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from harness.config import ConfigError, RunConfig, TrainConfig, build_dataclass, load_config, parse_overrides
+
+
+def write(tmp_path, data) -> str:
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+def test_defaults_are_the_paper_protocol():
+    cfg = load_config()
+    assert isinstance(cfg, RunConfig)
+    t = cfg.train
+    assert (t.clip_ratio, t.clip_ratio_c, t.kl_coef, t.kl_estimator, t.loss_agg_mode) == (0.2, 3.0, 0.01, "k3", "token-mean")
+    assert (cfg.rollout.group_size, cfg.rollout.tasks_per_step, cfg.rollout.temperature) == (8, 16, 1.0)
+    assert cfg.method.name == "grpo"
+
+
+def test_unknown_key_names_it_and_lists_accepted(tmp_path):
+    with pytest.raises(ConfigError) as err:
+        load_config(write(tmp_path, {"train": {"clip_ration": 0.3}}))
+    message = str(err.value)
+    assert "config.train: unknown key(s) ['clip_ration']" in message
+    assert "'clip_ratio'" in message and "'kl_coef'" in message
+
+
+def test_unknown_top_level_key(tmp_path):
+    with pytest.raises(ConfigError, match=r"config: unknown key\(s\) \['benchmarkk'\]; accepted keys: \[.*'benchmark'"):
+        load_config(write(tmp_path, {"benchmarkk": "alfworld"}))
+
+
+def test_bad_literal_lists_choices():
+    with pytest.raises(ConfigError, match=r"config.train.kl_estimator: 'k5' is not accepted; choose one of \['k1', 'k2', 'k3'\]"):
+        load_config(overrides=["train.kl_estimator=k5"])
+
+
+def test_wrong_type_names_key():
+    with pytest.raises(ConfigError, match=r"config.train.steps: expected int, got str 'many'"):
+        load_config(overrides=["train.steps=many"])
+
+
+def test_override_parsing():
+    assert parse_overrides(["method.lam=0.2", "seed=3", "train.loss_agg_mode=seq-mean-token-sum"]) == {
+        "method": {"lam": 0.2},
+        "seed": 3,
+        "train": {"loss_agg_mode": "seq-mean-token-sum"},
+    }
+    with pytest.raises(ConfigError, match="key.sub=value"):
+        parse_overrides(["method.lam"])
+
+
+def test_method_options_from_yaml_and_overrides(tmp_path):
+    path = write(tmp_path, {"method": {"name": "sharpo", "lam": 0.05}})
+    cfg = load_config(path, ["method.lam=0.2", "method.signed=false"])
+    assert cfg.method.name == "sharpo"
+    assert cfg.method.options == {"lam": 0.2, "signed": False}
+    assert cfg.method_label == "sharpo-lam0.2-signedFalse"
+    cfg = load_config(overrides=["method.name=rlsd", "method.warmdown_steps=10"])
+    assert cfg.method.options == {"warmdown_steps": 10}
+
+
+def test_method_option_errors(tmp_path):
+    with pytest.raises(ConfigError, match=r"method \(sharpo\): unknown key\(s\) \['lamda'\]; accepted keys: \[.*'lam'"):
+        load_config(overrides=["method.name=sharpo", "method.lamda=0.2"])
+    with pytest.raises(ConfigError, match=r"method \(gigpo\)\.mode: 'mean' is not accepted; choose one of \['mean_norm', 'mean_std_norm'\]"):
+        load_config(overrides=["method.name=gigpo", "method.mode=mean"])
+
+
+def test_unknown_method_name_lists_registered():
+    with pytest.raises(ConfigError) as err:
+        load_config(overrides=["method.name=shapro"])
+    message = str(err.value)
+    assert "method.name: unknown method 'shapro'" in message
+    for name in ("grpo", "gigpo", "rlsd", "sdar", "grpo_opsd", "stepopsd", "sharpo"):
+        assert name in message
+
+
+def test_missing_file_is_named(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+
+
+def test_build_dataclass_coerces_int_to_float_and_rejects_bool_for_number():
+    assert build_dataclass(TrainConfig, {"clip_ratio": 1}).clip_ratio == 1.0
+    with pytest.raises(ConfigError, match="config.kl_coef: expected float, got bool"):
+        build_dataclass(TrainConfig, {"kl_coef": True})

@@ -1,0 +1,144 @@
+"""RLSD, SHARPO, StepOPSD on hand-built batches; expected values by hand arithmetic with math.exp."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from synthetic import batch_from_rows
+
+from harness import registry
+from harness.config import ConfigError
+
+A = 5.0 / (math.sqrt(50.0) + 1e-6)  # GRPO advantage of returns (10, 0) in a group of two rollouts
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def clip(x, lo, hi):
+    return min(max(x, lo), hi)
+
+
+def pair(gap, tokens=3, **extra):
+    """A won and a lost one-segment rollout of one group, with the same per-token gaps."""
+    return [
+        dict(group=0, traj=0, step=0, ret=10.0, tokens=tokens, gap=gap, **extra),
+        dict(group=0, traj=1, step=0, ret=0.0, tokens=tokens, gap=gap, **extra),
+    ]
+
+
+RLSD_GAPS = [0.1, -0.5, 3.0]
+
+
+def rlsd_expected(lam):
+    won = [A * ((1 - lam) + lam * clip(math.exp(d), 0.8, 1.2)) for d in RLSD_GAPS]
+    lost = [-A * ((1 - lam) + lam * clip(math.exp(-d), 0.8, 1.2)) for d in RLSD_GAPS]
+    return [won, lost]
+
+
+@pytest.mark.parametrize("step, lam", [(0, 0.5), (25, 0.25), (40, 0.1)])
+def test_rlsd_hand_values_and_linear_decay(step, lam):
+    adv, diag = registry.build("rlsd").advantages(batch_from_rows(pair(RLSD_GAPS)), step=step)
+    assert adv.tolist() == [pytest.approx(r, rel=1e-6) for r in rlsd_expected(lam)]
+    assert diag["lambda"] == pytest.approx(lam)
+
+
+@pytest.mark.parametrize("step", [50, 51, 200])
+def test_rlsd_lambda_reaches_zero_at_warmdown(step):
+    batch = batch_from_rows(pair(RLSD_GAPS))
+    adv, diag = registry.build("rlsd").advantages(batch, step=step)
+    assert diag["lambda"] == 0.0
+    assert torch.equal(adv, registry.build("grpo").advantages(batch)[0])
+
+
+def test_rlsd_constant_lambda_and_gap_clamp():
+    batch = batch_from_rows(pair([8.0, -8.0], tokens=2))
+    adv, _ = registry.build("rlsd", {"warmdown_steps": None, "clamp_gap": True, "clip_eps": 0.99}).advantages(
+        batch, step=1000
+    )
+    # Δ clamped to ±5 before exp; w then clipped to [0.01, 1.99]
+    assert adv[0].tolist() == pytest.approx([A * (0.5 + 0.5 * 1.99), A * (0.5 + 0.5 * max(math.exp(-5), 0.01))])
+
+
+def test_rlsd_rejects_lambda_outside_unit_interval():
+    with pytest.raises(ConfigError, match="lam"):
+        registry.build("rlsd", {"lam": 1.5})
+
+
+SHARPO_GAPS = [0.2, 0.4]
+
+
+@pytest.mark.parametrize(
+    "options, won_w, lost_w",
+    [
+        ({}, 2 * sigmoid(0.3), 2 * sigmoid(-0.3)),
+        ({"signed": False}, 2 * sigmoid(0.3), 2 * sigmoid(0.3)),
+        ({"reduce": "sum", "tau": 2.0}, 2 * sigmoid(0.6 / 2), 2 * sigmoid(-0.6 / 2)),
+        ({"lam": 0.2}, 2 * sigmoid(0.3), 2 * sigmoid(-0.3)),
+    ],
+)
+def test_sharpo_hand_values(options, won_w, lost_w):
+    lam = options.get("lam", 0.05)
+    adv, diag = registry.build("sharpo", options).advantages(batch_from_rows(pair(SHARPO_GAPS, tokens=2)))
+    assert adv[0].tolist() == pytest.approx([A * ((1 - lam) + lam * won_w)] * 2, rel=1e-6)
+    assert adv[1].tolist() == pytest.approx([-A * ((1 - lam) + lam * lost_w)] * 2, rel=1e-6)
+    assert diag["teacher_group_frac"] == 1.0
+
+
+def test_sharpo_without_teacher_is_grpo():
+    batch = batch_from_rows(pair(SHARPO_GAPS, tokens=2, avail=False))
+    adv, diag = registry.build("sharpo").advantages(batch)
+    assert torch.equal(adv, registry.build("grpo").advantages(batch)[0])
+    assert diag["teacher_available_frac"] == 0.0 and diag["teacher_group_frac"] == 0.0
+
+
+# StepOPSD: won rollout 0 with three segments (summed gaps 0.7, 2.0 → clipped 1.0, −1.0), lost rollout 1
+# with one segment (summed gap −0.4).
+STEP_ROWS = [
+    dict(group=0, traj=0, step=0, ret=10.0, gap=[0.3, 0.4]),
+    dict(group=0, traj=0, step=1, ret=10.0, gap=[1.5, 0.5]),
+    dict(group=0, traj=0, step=2, ret=10.0, gap=[-0.5, -0.5]),
+    dict(group=0, traj=1, step=0, ret=0.0, gap=[-0.2, -0.2]),
+]
+
+
+def stepopsd_expected(lam_mix, floor=0.05):
+    scores = [10.0, 10.0, 10.0, 0.0]
+    m = sum(scores) / 4
+    s = math.sqrt(sum((x - m) ** 2 for x in scores) / 3)
+    a = [(x - m) / (s + 1e-6) for x in scores]
+    budget0 = (0.7 + 1.0 + 1.0) / 3
+    hat = [0.7 / (budget0 + 1e-6), 1.0 / (budget0 + 1e-6), -1.0 / (budget0 + 1e-6), -0.4 / (0.4 + 1e-6)]
+    sign = [1, 1, 1, -1]
+    return [a[k] * max(floor, 1 + lam_mix * sign[k] * hat[k]) for k in range(4)]
+
+
+@pytest.mark.parametrize("lam_mix", [0.1, 0.3, 1.0])  # 1.0 drives segment 2 of the won rollout to the floor
+def test_stepopsd_hand_values(lam_mix):
+    adv, diag = registry.build("stepopsd", {"lam_mix": lam_mix}).advantages(batch_from_rows(STEP_ROWS))
+    expected = stepopsd_expected(lam_mix)
+    assert adv.tolist() == [pytest.approx([v, v], rel=1e-5) for v in expected]
+    assert diag["floor_frac"] == (0.25 if lam_mix == 1.0 else 0.0)
+
+
+def test_stepopsd_mean_reduce_and_alpha():
+    adv, _ = registry.build("stepopsd", {"reduce": "mean", "alpha": 0.5}).advantages(batch_from_rows(STEP_ROWS))
+    credit = [0.35, 0.5, -0.5, -0.2]  # token means, clipped to ±0.5
+    budget0 = (0.35 + 0.5 + 0.5) / 3
+    hat = [c / (budget0 + 1e-6) for c in credit[:3]] + [-0.2 / (0.2 + 1e-6)]
+    a = stepopsd_expected(0.0)
+    expected = [a[k] * (1 + 0.1 * (1 if k < 3 else -1) * hat[k]) for k in range(4)]
+    assert adv[:, 0].tolist() == pytest.approx(expected, rel=1e-5)
+
+
+def test_stepopsd_budget_skips_rows_without_teacher():
+    rows = [dict(r) for r in STEP_ROWS]
+    rows[2]["avail"] = False  # segment 2 keeps multiplier 1 and leaves the budget: mean |c| = (0.7 + 1.0) / 2
+    adv, _ = registry.build("stepopsd").advantages(batch_from_rows(rows))
+    a = stepopsd_expected(0.0)
+    budget0 = (0.7 + 1.0) / 2
+    assert adv[:3, 0].tolist() == pytest.approx(
+        [a[0] * (1 + 0.1 * 0.7 / (budget0 + 1e-6)), a[1] * (1 + 0.1 * 1.0 / (budget0 + 1e-6)), a[2]], rel=1e-5
+    )

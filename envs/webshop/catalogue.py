@@ -12,10 +12,8 @@ change to the generator or the sizing changes every task id and therefore every 
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
-import json
 import random
 import re
 from dataclasses import dataclass
@@ -158,9 +156,10 @@ def build_catalogue(products_per_type: int, goals_per_product: int, max_option_g
     random.Random(CATALOGUE_SEED + "/goals").shuffle(goals)
     if len(goals) <= eval_pool_size:
         raise CatalogueError(f"only {len(goals)} goals for an eval pool of {eval_pool_size}; raise products_per_type")
-    blob = json.dumps([[dataclasses.asdict(p) for p in products], [dataclasses.asdict(g) for g in goals]],
-                      sort_keys=True)
-    return Catalogue(tuple(products), tuple(goals), eval_pool_size, hashlib.sha256(blob.encode()).hexdigest())
+    products, goals = tuple(products), tuple(goals)
+    # the dataclass repr of tuples, strings and floats is stable across processes and platforms
+    digest = hashlib.sha256(repr((products, goals)).encode()).hexdigest()
+    return Catalogue(products, goals, eval_pool_size, digest)
 
 
 def product_type_of(product: Product) -> ProductType:

@@ -31,10 +31,10 @@ class SearchIndex:
         tokens = [t for t in tokens if t in self.vocabulary]
         if not tokens:
             return []
-        k = min(k, len(self.asins))
-        docs, scores = self.retriever.retrieve([tokens], k=k, show_progress=False, n_threads=1)
-        keep = np.asarray(scores[0]) > 0
-        return [self.asins[int(i)] for i in np.asarray(docs[0])[keep]]
+        scores = self.retriever.get_scores(tokens)
+        # stable sort: ties keep catalogue order, so a search is deterministic everywhere
+        order = np.argsort(-scores, kind="stable")[: min(k, len(self.asins))]
+        return [self.asins[int(i)] for i in order if scores[i] > 0]
 
 
 def search_index(catalogue: Catalogue) -> SearchIndex:

@@ -225,7 +225,7 @@ def test_think_variant_is_verl_agents(bench):
     paper = WebshopBenchmark(WebshopConfig(think=True), "tiny")
     assert "MUST be enclosed within <think> </think> tags" in paper.template.first
     assert paper.template.sha256 != WebshopBenchmark(WebshopConfig(think=False), "tiny").template.sha256
-    assert bench.think == (bench.profile != "tiny")
+    assert bench.think == (bench.profile == "paper")
 
 
 def test_reset_rejects_a_foreign_task(tiny):

@@ -57,18 +57,19 @@ class WebshopSettings:
 
 
 # Why each tiny value: the engine trains a ~1M-parameter model on 2 CPU cores, so an episode is search, click the
-# product, click 1-2 options, buy (4-5 steps) with short admissible lists (<= 9 entries) and short prompts.
+# product, click 1-2 options, buy (3-5 steps) with short admissible lists (<= 9 entries) and short prompts:
+# 6 products per type (120 products, 359 goals), 3 results per page out of 9, at most 2 option groups of 3
+# values, 2 attributes per goal, no Description/Features/Reviews pages, no no-op search button, no <think>.
 PROFILE_DEFAULTS: dict[str, dict] = {
     "paper": dict(think=True, products_per_type=50, goals_per_product=5, max_option_groups=3, max_option_values=5,
                   max_goal_attributes=3, results_per_page=10, search_return_n=50, detail_pages=True,
                   search_button=True, train_panel_size=None, eval_panel_size=500, eval_pool_size=500),
-    "smoke": dict(think=True, products_per_type=8, goals_per_product=3, max_option_groups=2, max_option_values=3,
-                  max_goal_attributes=2, results_per_page=5, search_return_n=15, detail_pages=True,
-                  search_button=True, train_panel_size=200, eval_panel_size=50, eval_pool_size=100),
     "tiny": dict(think=False, products_per_type=6, goals_per_product=3, max_option_groups=2, max_option_values=3,
                  max_goal_attributes=2, results_per_page=3, search_return_n=9, detail_pages=False,
                  search_button=False, train_panel_size=None, eval_panel_size=50, eval_pool_size=100),
 }
+# smoke (CI, minutes, the tiny model): the tiny task with a smaller train panel
+PROFILE_DEFAULTS["smoke"] = dict(PROFILE_DEFAULTS["tiny"], train_panel_size=200)
 
 
 def resolve(config: WebshopConfig, profile: str) -> WebshopSettings:

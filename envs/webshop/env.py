@@ -15,12 +15,10 @@ from envs.base import Observation, StepResult, Task, TextEnv
 from envs.webshop.catalogue import Catalogue
 from envs.webshop.config import WebshopSettings
 from envs.webshop.pages import (
-    BACK_TO_SEARCH, BUY_NOW, DETAIL_PAGES, NEXT_PAGE, PREV_PAGE, Page, action_error, split_action,
+    BACK_TO_SEARCH, BUY_NOW, DETAIL_PAGES, NEXT_PAGE, PREV_PAGE, Page, action_error, split_action, step_outcome,
 )
 from envs.webshop.reward import Goal, get_reward
 from envs.webshop.search import SearchIndex
-
-SUCCESS_REWARD = 10.0
 
 
 @dataclass
@@ -63,17 +61,9 @@ class WebshopEnv(TextEnv):
         if error is None:
             self._apply(*split_action(action))
             self.page = self._render()
-        won = self.state.score == 1.0
-        finished = self.state.kind == "done"
-        truncated = not finished and self.steps >= self.settings.max_steps
-        self.done = finished or truncated
-        info = {"won": won, "action_valid": error is None, "task_type": self.goal.category}
-        if error is not None:
-            info["invalid_reason"] = error
-        if self.done:
-            info["task_score"] = self.state.score if finished else 0.0
-            info["truncated"] = truncated
-        return StepResult(self._observation(), SUCCESS_REWARD if won else 0.0, self.done, info)
+        reward, self.done, info = step_outcome(self.state.score, self.steps, self.settings.max_steps, error,
+                                               self.goal.category)
+        return StepResult(self._observation(), reward, self.done, info)
 
     # ------------------------------------------------------------------ transitions
     def _apply(self, verb: str, arg: str) -> None:

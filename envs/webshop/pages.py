@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+SUCCESS_REWARD = 10.0  # verl-agent: 10 when WebShop's score is 1, else 0
 SEARCH_PLACEHOLDER = "search[<your query>]"
 BACK_TO_SEARCH, NEXT_PAGE, PREV_PAGE, BUY_NOW = "Back to Search", "Next >", "< Prev", "Buy Now"
 DETAIL_PAGES = ("Description", "Features", "Reviews")
@@ -62,3 +63,22 @@ def action_error(page: Page, action: str) -> str | None:
     if arg not in page.clickables:
         return f"{arg[:60]!r} is not clickable on this page"
     return None
+
+
+def step_outcome(score: float | None, steps: int, max_steps: int, error: str | None,
+                 task_type: str) -> tuple[float, bool, dict]:
+    """(reward, done, info) of a step; ``score`` is WebShop's score once bought (None before).
+
+    ``info``: ``won``, ``action_valid``, ``task_type`` always; ``invalid_reason`` for an invalid action;
+    ``task_score`` and ``truncated`` when the episode ends (bought, or ``max_steps`` reached: score 0).
+    """
+    finished = score is not None
+    won = finished and score == 1.0
+    done = finished or steps >= max_steps
+    info = {"won": won, "action_valid": error is None, "task_type": task_type}
+    if error is not None:
+        info["invalid_reason"] = error
+    if done:
+        info["task_score"] = score if finished else 0.0
+        info["truncated"] = not finished
+    return (SUCCESS_REWARD if won else 0.0), done, info

@@ -20,9 +20,7 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 
 from envs.base import Observation, StepResult, Task, TextEnv
-from envs.webshop.pages import BUY_NOW, Page, action_error, split_action
-
-SUCCESS_REWARD = 10.0
+from envs.webshop.pages import BUY_NOW, Page, action_error, split_action, step_outcome
 
 
 class RemoteWebShopError(RuntimeError):
@@ -205,18 +203,9 @@ class RemoteWebShop(TextEnv):
                            {"search_query": arg})
             elif arg != "search":  # WebShop's text env ignores its search button
                 self._load(*self.current.targets[arg])
-        score = self.current.score
-        finished = score is not None
-        self.done = finished or self.steps >= self.max_steps
-        won = finished and score == 1.0
-        info = {"won": won, "action_valid": error is None,
-                "task_type": self.current.category or self.task.task_type}
-        if error is not None:
-            info["invalid_reason"] = error
-        if self.done:
-            info["task_score"] = score if finished else 0.0
-            info["truncated"] = not finished
-        return StepResult(self._observation(), SUCCESS_REWARD if won else 0.0, self.done, info)
+        reward, self.done, info = step_outcome(self.current.score, self.steps, self.max_steps, error,
+                                               self.current.category or self.task.task_type)
+        return StepResult(self._observation(), reward, self.done, info)
 
     def _observation(self) -> Observation:
         page = self.current.page

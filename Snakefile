@@ -1,0 +1,91 @@
+"""Reproduce the paper: seeds × methods × benchmarks → train runs → tables → figures.
+
+    snakemake --cores 2                                         # profile "tiny" (CPU, tiny model, offline)
+    snakemake --cores 2 --config profile=smoke                  # CI: 2 methods × 1 benchmark × 1 seed
+    snakemake --cores 8 --resources gpu=8 --config profile=paper   # the 7B protocol on one 8-GPU machine
+    snakemake --profile profiles/slurm --config profile=paper      # the same 36 jobs on a SLURM cluster
+    snakemake runs --cores 2                                    # train only, no tables
+
+Config keys (``--config key=value``):
+    profile      tiny | smoke | paper, or a path to a YAML profile (default tiny); it is read from
+                 config/<profile>.yaml, whose ``grid:`` section (harness.config.GridConfig) lists the seeds,
+                 benchmarks and methods, and what one train job asks the scheduler for.
+    config_dir   where profiles live (default config)
+    results      where tables/ and figures/ go (default results)
+    train_cmd    the training command (default: this Python's ``-m harness train``); it gets
+                 ``--config <profile.yaml> benchmark=... method=... [method.<opt>=...] seed=...``
+    reps         bootstrap resamples for the rliable statistics (default 2000)
+
+A finished run folder holds ``done.json`` (written last by the engine), the train job's only output: a run whose
+``done.json`` exists is never re-run, so killing snakemake and starting it again finishes only the missing runs.
+Runs go to ``<output_dir>/<benchmark>/<method_label>/seed<seed>/`` (output_dir from the profile, default
+results/runs); the label comes from harness.config.method_label, the function the engine names its folders with.
+"""
+import shlex
+import sys
+
+sys.path.insert(0, workflow.basedir)  # harness and paper_figures from this checkout, wherever snakemake runs
+
+from paper_figures.grid import load_grid  # noqa: E402
+
+PROFILE = str(config.get("profile", "tiny"))
+CONFIG_DIR = str(config.get("config_dir", "config"))
+GRID = load_grid(PROFILE, CONFIG_DIR)
+RUNS = GRID.output_dir
+RESULTS = str(config.get("results", "results"))
+TRAIN_CMD = str(config.get("train_cmd", f"{shlex.quote(sys.executable)} -m harness train"))
+PYTHON = shlex.quote(sys.executable)
+RUN_DIR = RUNS + "/{benchmark}/{label}/seed{seed}"
+
+wildcard_constraints:
+    benchmark="[A-Za-z0-9_]+",
+    label="[^/]+",
+    seed="[0-9]+",
+
+localrules: all, runs, paper_figures
+
+
+rule all:
+    input:
+        expand(RESULTS + "/tables/main.{ext}", ext=["csv", "md", "tex"]),
+        expand(RESULTS + "/figures/learning_curves.{ext}", ext=["png", "pdf"]),
+
+
+rule runs:
+    input:
+        [f"{RUNS}/{run.key}/done.json" for run in GRID.runs],
+
+
+rule train:
+    """One (benchmark, method variant, seed) run; the engine writes done.json last."""
+    output:
+        RUN_DIR + "/done.json",
+    log:
+        RESULTS + "/logs/{benchmark}/{label}/seed{seed}.log",
+    params:
+        overrides=lambda w: " ".join(GRID.run(f"{w.benchmark}/{w.label}/seed{w.seed}").overrides()),
+        profile=shlex.quote(str(GRID.profile_path)),
+    threads: GRID.resources["threads"]
+    resources:
+        gpu=GRID.resources["gpus"],
+        mem_mb=GRID.resources["mem_mb"],
+        runtime=GRID.resources["runtime_min"],
+    shell:
+        "{TRAIN_CMD} --config {params.profile} {params.overrides} > {log} 2>&1"
+
+
+rule paper_figures:
+    """Tables and figures from every finished run; the grid's unfinished runs are marked missing."""
+    input:
+        rules.runs.input,
+    output:
+        expand(RESULTS + "/tables/main.{ext}", ext=["csv", "md", "tex"]),
+        expand(RESULTS + "/figures/learning_curves.{ext}", ext=["png", "pdf"]),
+    params:
+        reps=int(config.get("reps", 2000)),
+        profile=shlex.quote(str(GRID.profile_path)),
+    log:
+        RESULTS + "/logs/paper_figures.log",
+    shell:
+        "{PYTHON} -m paper_figures --runs {RUNS:q} --out {RESULTS:q} --profile {params.profile} "
+        "--config-dir {CONFIG_DIR:q} --reps {params.reps} > {log} 2>&1"

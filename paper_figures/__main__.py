@@ -1,0 +1,24 @@
+"""``python -m paper_figures``: regenerate the tables and figures from the finished runs."""
+from __future__ import annotations
+
+import argparse
+
+from paper_figures.build import build
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m paper_figures", description=__doc__)
+    parser.add_argument("--runs", default="results/runs", help="root of the run folders (default: results/runs)")
+    parser.add_argument("--out", default="results", help="writes OUT/tables and OUT/figures (default: results)")
+    parser.add_argument("--profile", default=None,
+                        help="profile whose grid marks unfinished runs as missing (tiny, smoke, paper or a YAML path)")
+    parser.add_argument("--config-dir", default="config", help="where profiles live (default: config)")
+    parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples for rliable (default: 2000)")
+    parser.add_argument("--seed", type=int, default=0, help="random state of the bootstrap (default: 0)")
+    parser.add_argument("--baseline", default="grpo", help="method the probability of improvement compares to")
+    args = parser.parse_args(argv)
+    build(args.runs, args.out, args.profile, args.config_dir, args.reps, args.seed, args.baseline)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""Regenerate every table and figure from the finished runs: ``build(runs_dir, out_dir, ...)``."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from paper_figures import plots, render, stats, tables
+from paper_figures.load import Results, load_runs
+
+
+def expected_runs(profile: str | None, config_dir: str | Path = "config") -> tuple[pd.DataFrame, list[str] | None]:
+    """(benchmark, method, seed) of every run in the profile's grid, and the grid's method order."""
+    if profile is None:
+        return pd.DataFrame(columns=["benchmark", "method", "seed"]), None
+    from paper_figures.grid import load_grid
+
+    grid = load_grid(profile, config_dir)
+    frame = pd.DataFrame([{"benchmark": r.benchmark, "method": r.label, "seed": r.seed} for r in grid.runs])
+    return frame, grid.method_labels
+
+
+def missing_runs(results: Results, expected: pd.DataFrame) -> pd.DataFrame:
+    found = set(results.runs[["benchmark", "method", "seed"]].itertuples(index=False, name=None))
+    rows = [r for r in expected.itertuples(index=False, name=None) if (r[0], r[1], int(r[2])) not in found]
+    return pd.DataFrame(rows, columns=["benchmark", "method", "seed"])
+
+
+def _write(out: list[Path], table, tables_dir: Path, name: str, caption: str) -> None:
+    if table is not None:
+        out += render.write_table(tables_dir, name, table[0], table[1], caption)
+
+
+def write_tables(results: Results, ctx: tables.Context, tables_dir: Path) -> tuple[list[Path], dict]:
+    """Every table; returns the paths and the rliable tidy frames (the figures reuse them)."""
+    out: list[Path] = []
+    benchmarks = tables.benchmarks_of(results, ctx)
+    _write(out, tables.main_table(results, ctx), tables_dir, "main",
+           "Success % of the final evaluation, mean ± 95% CI (Student t) over seeds; paper = arXiv 2610.00838")
+    for bench in benchmarks:
+        episodes = results.final_episodes[results.final_episodes["benchmark"] == bench]
+        if episodes["task_type"].nunique() > 1:
+            _write(out, tables.breakdown_table(results, ctx, bench, "task_type"), tables_dir, f"task_types_{bench}",
+                   f"{render.benchmark_name(bench)}: success % per task type, mean ± 95% CI over seeds")
+    if "webshop" in benchmarks:
+        _write(out, tables.score_success_table(results, ctx, "webshop"), tables_dir, "webshop",
+               "WebShop: score (0–100) and success %, mean ± 95% CI over seeds")
+    _write(out, tables.sweep_table(results, ctx, "lam"), tables_dir, "lambda_sensitivity",
+           "Sensitivity to λ: success %, mean ± 95% CI over seeds")
+    rliable_frames = {}
+    for bench in benchmarks:
+        table = tables.rliable_table(results, ctx, bench, "success")
+        _write(out, table, tables_dir, f"rliable_{bench}",
+               f"{render.benchmark_name(bench)}: IQM and mean success % with stratified-bootstrap 95% CIs over "
+               f"seeds × eval tasks ({ctx.reps} resamples), and the probability of improving on "
+               f"{render.method_name(ctx.baseline)} (rliable)")
+        if table is not None:
+            rliable_frames[bench] = table[0]
+    if not results.empty():
+        _write(out, tables.cost_table(results, ctx), tables_dir, "cost", "Cost: wall time per run and per training step")
+    missing = missing_runs(results, ctx.expected)
+    missing.to_csv(tables_dir / "missing_runs.csv", index=False)
+    return [*out, tables_dir / "missing_runs.csv"], rliable_frames
+
+
+def write_figures(results: Results, ctx: tables.Context, rliable_frames: dict, figures_dir: Path) -> list[Path]:
+    if results.empty():
+        return []
+    plots.set_style()
+    benchmarks = sorted(results.runs["benchmark"].unique())
+    methods = tables.methods_of(results, ctx, benchmarks)
+    out = plots.learning_curves(results, methods, benchmarks, figures_dir)
+    for bench in benchmarks:
+        out += plots.diagnostics(results, methods, bench, figures_dir)
+        if bench in rliable_frames:
+            out += plots.rliable_intervals(rliable_frames[bench], methods, bench, ctx.baseline, figures_dir)
+    profiles = {b: stats.performance_profiles(tables.score_matrices(results, b, "score"), np.linspace(0, 1, 51),
+                                              reps=ctx.reps, seed=ctx.seed) for b in benchmarks}
+    out += plots.performance_profiles(profiles, methods, benchmarks, "score", figures_dir)
+    return out
+
+
+def build(runs_dir: str | Path = "results/runs", out_dir: str | Path = "results", profile: str | None = None,
+          config_dir: str | Path = "config", reps: int = 2000, seed: int = 0, baseline: str = "grpo") -> list[Path]:
+    """Read every finished run under ``runs_dir``; write ``out_dir``/tables and ``out_dir``/figures.
+
+    With a ``profile`` the grid's unfinished runs are marked in the tables ("—" or "(n/N)" seeds) and listed in
+    ``tables/missing_runs.csv``; without one, only what was found is shown.
+    """
+    started = time.perf_counter()
+    results = load_runs(runs_dir)
+    expected, order = expected_runs(profile, config_dir)
+    ctx = tables.Context(expected=expected, reference=tables.load_reference(), order=order, baseline=baseline,
+                         reps=reps, seed=seed)
+    out_dir = Path(out_dir)
+    table_paths, rliable_frames = write_tables(results, ctx, out_dir / "tables")
+    figure_paths = write_figures(results, ctx, rliable_frames, out_dir / "figures")
+    print(f"paper_figures: {len(results.runs)} finished run(s), {len(missing_runs(results, expected))} missing; "
+          f"wrote {len(table_paths)} table and {len(figure_paths)} figure files under {out_dir} "
+          f"in {time.perf_counter() - started:.1f} s")
+    return table_paths + figure_paths

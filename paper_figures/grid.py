@@ -1,0 +1,118 @@
+"""The grid of a profile: the (benchmark, method variant, seed) runs that ``snakemake`` expands it into.
+
+One reading of ``config/<profile>.yaml``'s ``grid:`` section, shared by the Snakefile (which turns each run into a
+train job) and by the tables (which mark the runs of the grid that have not finished as missing cells). The run
+folder and the method label come from ``harness.config`` — the same code the engine uses — so the path the
+workflow waits for is the path the engine writes.
+"""
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One train job of the grid."""
+
+    benchmark: str
+    method_name: str  # registry name (or dotted path)
+    options: tuple[tuple[str, Any], ...]  # the variant's non-name options, sorted by key
+    label: str  # run-folder label: name plus non-default options (harness.config.method_label)
+    seed: int
+
+    @property
+    def key(self) -> str:
+        """The run folder relative to the output root: ``<benchmark>/<label>/seed<seed>``."""
+        return f"{self.benchmark}/{self.label}/seed{self.seed}"
+
+    def overrides(self) -> list[str]:
+        """Command-line overrides for ``python -m harness train``, each quoted for the shell."""
+        items = [f"benchmark={self.benchmark}", f"method={self.method_name}"]
+        items += [f"method.{key}={_scalar(value)}" for key, value in self.options]
+        items.append(f"seed={self.seed}")
+        return [shlex.quote(item) for item in items]
+
+
+@dataclass(frozen=True)
+class Grid:
+    profile: str
+    profile_path: Path
+    output_dir: str
+    runs: tuple[RunSpec, ...]
+    resources: dict  # gpus, mem_mb, threads, runtime_min of one train job
+
+    @property
+    def method_labels(self) -> list[str]:
+        return list(dict.fromkeys(run.label for run in self.runs))
+
+    def run(self, key: str) -> RunSpec:
+        return self._by_key()[key]
+
+    def _by_key(self) -> dict[str, RunSpec]:
+        return {run.key: run for run in self.runs}
+
+
+def _scalar(value: Any) -> str:
+    # JSON scalars are valid YAML scalars, which is how harness.config parses override values.
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _split_method(entry: Any, where: str) -> tuple[str, tuple[tuple[str, Any], ...]]:
+    """``"sharpo"`` or ``{name: sharpo, lam: 0.2}`` → (name, sorted options)."""
+    if isinstance(entry, str):
+        return entry, ()
+    if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+        options = {k: v for k, v in entry.items() if k != "name"}
+        options.update(options.pop("options", None) or {})
+        return entry["name"], tuple(sorted(options.items()))
+    raise ValueError(
+        f"{where}: method entry {entry!r} must be a registry name (e.g. 'sharpo') "
+        "or a mapping with a name (e.g. {name: sharpo, lam: 0.2})"
+    )
+
+
+def profile_path(profile: str, config_dir: str | Path = "config") -> Path:
+    """``tiny`` → ``config/tiny.yaml``; a path to a YAML file is taken as it is."""
+    path = Path(profile)
+    if path.suffix in (".yaml", ".yml"):
+        return path
+    return Path(config_dir) / f"{profile}.yaml"
+
+
+def load_grid(profile: str, config_dir: str | Path = "config") -> Grid:
+    """Read a profile's grid, check it, and expand it into runs (benchmarks × methods × seeds)."""
+    from harness.config import ConfigError, GridConfig, RunConfig, build_dataclass, method_label
+
+    path = profile_path(profile, config_dir)
+    if not path.exists():
+        choices = sorted(p.stem for p in Path(config_dir).glob("*.yaml"))
+        raise ConfigError(f"profile {profile!r}: {path} does not exist; profiles in {config_dir}/: {choices}")
+    raw = yaml.safe_load(path.read_text()) or {}
+    grid = build_dataclass(GridConfig, raw.get("grid") or {}, where=f"{path}: grid")
+    runs = []
+    for index, entry in enumerate(grid.methods):
+        name, options = _split_method(entry, f"{path}: grid.methods[{index}]")
+        label = method_label(name, dict(options))
+        runs += [RunSpec(b, name, options, label, int(s)) for b in grid.benchmarks for s in grid.seeds]
+    _check_unique(runs, path)
+    resources = {k: getattr(grid, k) for k in ("gpus", "mem_mb", "threads", "runtime_min")}
+    output_dir = raw.get("output_dir") or RunConfig().output_dir
+    return Grid(path.stem, path, str(output_dir), tuple(runs), resources)
+
+
+def _check_unique(runs: list[RunSpec], path: Path) -> None:
+    seen: dict[str, RunSpec] = {}
+    for run in runs:
+        if run.key in seen:
+            raise ValueError(
+                f"{path}: grid has two entries for run folder {run.key} ({seen[run.key].options or 'defaults'} and "
+                f"{run.options or 'defaults'}); an option equal to its default adds nothing to the label — "
+                "drop the duplicate entry"
+            )
+        seen[run.key] = run

@@ -1,0 +1,109 @@
+"""Read finished run folders (``<runs>/<benchmark>/<method_label>/seed<seed>/``) into three data frames.
+
+A run is finished when its ``done.json`` exists (the engine writes it last, atomically); folders without it are
+runs in progress or killed, and are left out. Per run the engine writes ``metrics.csv`` (one row per training
+step), ``eval.csv`` (one row per evaluated episode; the last eval step is the final evaluation) and
+``done.json`` (run identity, wall time, final eval summary).
+"""
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+RUN_KEYS = ["benchmark", "method", "seed"]
+EVAL_COLUMNS = ["step", "task_id", "task_type", "success", "score", "return", "length"]
+
+
+@dataclass
+class Results:
+    runs: pd.DataFrame  # one row per finished run: RUN_KEYS, steps, wall_time_s, success, score, run_dir
+    evals: pd.DataFrame  # every eval episode: RUN_KEYS + EVAL_COLUMNS + final (bool)
+    metrics: pd.DataFrame  # every training step: RUN_KEYS + step + the engine's metric columns
+
+    @property
+    def final_episodes(self) -> pd.DataFrame:
+        return self.evals[self.evals["final"]]
+
+    @property
+    def benchmarks(self) -> list[str]:
+        return sorted(self.runs["benchmark"].unique())
+
+    def empty(self) -> bool:
+        return self.runs.empty
+
+
+def _read_csv(path: Path) -> pd.DataFrame | None:
+    if not path.exists():
+        return None
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return None
+
+
+def _run_row(done: dict, run_dir: Path, final: pd.DataFrame | None) -> dict:
+    """Final success/score: the mean over the final evaluation's episodes, else done.json's summary."""
+    summary = done.get("final_eval") or {}
+    success = final["success"].mean() if final is not None and len(final) else summary.get("success")
+    score = final["score"].mean() if final is not None and len(final) else summary.get("score")
+    return {
+        "benchmark": done["benchmark"],
+        "method": done.get("method_label") or done["method"],
+        "method_name": done.get("method", done.get("method_label")),
+        "seed": int(done["seed"]),
+        "steps": done.get("steps"),
+        "wall_time_s": done.get("wall_time_s"),
+        "success": float("nan") if success is None else float(success),
+        "score": float("nan") if score is None else float(score),
+        "run_dir": str(run_dir),
+    }
+
+
+def _tag(frame: pd.DataFrame, row: dict) -> pd.DataFrame:
+    frame = frame.copy()
+    for key in RUN_KEYS:
+        frame.insert(RUN_KEYS.index(key), key, row[key])
+    return frame
+
+
+def read_run(run_dir: Path) -> tuple[dict, pd.DataFrame | None, pd.DataFrame | None]:
+    """(run row, eval episodes with a ``final`` column, per-step metrics) of one finished run folder."""
+    done = json.loads((run_dir / "done.json").read_text())
+    missing = [k for k in ("benchmark", "seed") if k not in done] + ([] if "method_label" in done or "method" in done else ["method_label"])
+    if missing:
+        raise ValueError(f"{run_dir / 'done.json'} lacks {missing}; the engine writes them (harness train)")
+    evals = _read_csv(run_dir / "eval.csv")
+    final = None
+    if evals is not None and len(evals):
+        absent = sorted(set(EVAL_COLUMNS) - set(evals.columns))
+        if absent:
+            raise ValueError(f"{run_dir / 'eval.csv'} lacks columns {absent}; expected {EVAL_COLUMNS}")
+        evals["final"] = evals["step"] == evals["step"].max()
+        final = evals[evals["final"]]
+    row = _run_row(done, run_dir, final)
+    metrics = _read_csv(run_dir / "metrics.csv")
+    return row, (None if evals is None else _tag(evals, row)), (None if metrics is None else _tag(metrics, row))
+
+
+def load_runs(root: str | Path) -> Results:
+    """Every finished run under ``root``; an unreadable run is skipped with a warning naming its folder."""
+    rows, evals, metrics = [], [], []
+    for done_path in sorted(Path(root).glob("*/*/seed*/done.json")):
+        try:
+            row, run_evals, run_metrics = read_run(done_path.parent)
+        except (ValueError, KeyError, json.JSONDecodeError, pd.errors.ParserError) as err:
+            warnings.warn(f"skipping run {done_path.parent}: {err}", stacklevel=2)
+            continue
+        rows.append(row)
+        evals += [] if run_evals is None else [run_evals]
+        metrics += [] if run_metrics is None else [run_metrics]
+    runs = pd.DataFrame(rows, columns=[*RUN_KEYS, "method_name", "steps", "wall_time_s", "success", "score", "run_dir"])
+    return Results(
+        runs=runs,
+        evals=pd.concat(evals, ignore_index=True) if evals else pd.DataFrame(columns=[*RUN_KEYS, *EVAL_COLUMNS, "final"]),
+        metrics=pd.concat(metrics, ignore_index=True) if metrics else pd.DataFrame(columns=[*RUN_KEYS, "step"]),
+    )

@@ -1,0 +1,160 @@
+"""The paper's figures (PNG and PDF): learning curves, method diagnostics, rliable intervals and performance
+profiles. Bands are the 95% Student-t CI over seeds (the same as the tables); one seed draws a line, no band.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, no display; must precede pyplot
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import seaborn as sns  # noqa: E402
+
+from paper_figures import render, stats  # noqa: E402
+
+DIAGNOSTIC_EXTRAS = ("logp_gap", "degenerate_group_frac")
+
+
+def set_style() -> None:
+    sns.set_theme(context="paper", style="whitegrid", font_scale=1.1)
+    plt.rcParams.update({"figure.dpi": 100, "savefig.bbox": "tight", "pdf.fonttype": 42, "ps.fonttype": 42})
+
+
+def palette(methods: list[str]) -> dict[str, tuple]:
+    """One colour per method, the same in every figure."""
+    return dict(zip(methods, sns.color_palette("colorblind", max(len(methods), 1))))
+
+
+def save(fig, out_dir: Path, name: str) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"{name}.{ext}" for ext in ("png", "pdf")]
+    for path in paths:
+        fig.savefig(path, dpi=200)
+    plt.close(fig)
+    return paths
+
+
+def seed_band(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
+    """Per (method, x): mean over seeds of ``y`` and its CI half-width (``frame`` has one value per seed)."""
+    rows = []
+    for (method, x_value), values in frame.groupby(["method", x])[y]:
+        mean, half, n = stats.mean_ci(values.to_numpy())
+        rows.append({"method": method, x: x_value, "mean": mean, "half": 0.0 if math.isnan(half) else half, "n": n})
+    return pd.DataFrame(rows, columns=["method", x, "mean", "half", "n"])
+
+
+def draw_bands(ax, band: pd.DataFrame, x: str, colors: dict, scale: float = 1.0) -> None:
+    for method, line in band.groupby("method", sort=False):
+        line = line.sort_values(x).dropna(subset=["mean"])
+        if line.empty:
+            continue
+        color = colors.get(method)
+        ax.plot(line[x], line["mean"] * scale, color=color, label=render.method_name(method), lw=1.6)
+        ax.fill_between(line[x], (line["mean"] - line["half"]) * scale, (line["mean"] + line["half"]) * scale,
+                        color=color, alpha=0.2, lw=0)
+
+
+def _legend(fig, axes) -> None:
+    handles, labels = {}, {}
+    for ax in np.ravel(axes):
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    if handles:
+        fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(len(handles), 4),
+                   bbox_to_anchor=(0.5, -0.02), frameon=False)
+        fig.tight_layout(rect=(0, 0.06 + 0.03 * (len(handles) > 4), 1, 1))
+
+
+def _ordered(band: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
+    rank = {m: i for i, m in enumerate(methods)}
+    return band.sort_values("method", key=lambda s: s.map(rank), kind="stable")
+
+
+def learning_curves(results, methods: list[str], benchmarks: list[str], out_dir: Path) -> list[Path]:
+    """Eval success (left) and training success (right) against the training step, per benchmark."""
+    colors = palette(methods)
+    train_column = "train/success" if "train/success" in results.metrics.columns else None
+    ncols = 2 if train_column else 1
+    fig, axes = plt.subplots(len(benchmarks), ncols, figsize=(5.2 * ncols, 3.4 * len(benchmarks)), squeeze=False)
+    for row, bench in enumerate(benchmarks):
+        evals = results.evals[results.evals["benchmark"] == bench]
+        per_run = evals.groupby(["method", "seed", "step"])["success"].mean().reset_index()
+        draw_bands(axes[row, 0], _ordered(seed_band(per_run, "step", "success"), methods), "step", colors, 100)
+        axes[row, 0].set(title=f"{render.benchmark_name(bench)}: eval success", xlabel="training step", ylabel="success %")
+        if train_column:
+            train = results.metrics[results.metrics["benchmark"] == bench][["method", "seed", "step", train_column]]
+            band = seed_band(train.dropna(), "step", train_column)
+            draw_bands(axes[row, 1], _ordered(band, methods), "step", colors, 100)
+            axes[row, 1].set(title=f"{render.benchmark_name(bench)}: training success", xlabel="training step",
+                             ylabel="success %")
+    _legend(fig, axes)
+    return save(fig, out_dir, "learning_curves")
+
+
+def diagnostic_columns(metrics: pd.DataFrame) -> list[str]:
+    columns = [c for c in metrics.columns if c.startswith("method/") or c in DIAGNOSTIC_EXTRAS]
+    return [c for c in columns if metrics[c].notna().any()]
+
+
+def diagnostics(results, methods: list[str], benchmark: str, out_dir: Path) -> list[Path]:
+    """Each method's logged statistics (multiplier, gate, teacher gap and availability, …) over training."""
+    metrics = results.metrics[results.metrics["benchmark"] == benchmark]
+    columns = diagnostic_columns(metrics)
+    if not columns:
+        return []
+    colors = palette(methods)
+    ncols = min(3, len(columns))
+    nrows = math.ceil(len(columns) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.0 * nrows), squeeze=False)
+    for ax, column in zip(axes.ravel(), columns):
+        band = seed_band(metrics[["method", "seed", "step", column]].dropna(), "step", column)
+        draw_bands(ax, _ordered(band, methods), "step", colors)
+        ax.set(title=column.removeprefix("method/"), xlabel="training step")
+    for ax in axes.ravel()[len(columns):]:
+        ax.set_visible(False)
+    fig.suptitle(f"{render.benchmark_name(benchmark)}: method diagnostics")
+    _legend(fig, axes)
+    return save(fig, out_dir, f"diagnostics_{benchmark}")
+
+
+def rliable_intervals(tidy: pd.DataFrame, methods: list[str], benchmark: str, baseline: str, out_dir: Path):
+    """IQM, mean and P(improvement over the baseline), each with its bootstrap 95% CI, one row per method."""
+    tidy = tidy.dropna(subset=["iqm"])
+    tidy = tidy[tidy["method"].isin(methods)].set_index("method").loc[[m for m in methods if m in set(tidy["method"])]]
+    panels = [("iqm", "IQM success %", 100), ("mean", "mean success %", 100),
+              ("prob_improvement", f"P(> {render.method_name(baseline)})", 1)]
+    colors = palette(methods)
+    fig, axes = plt.subplots(1, 3, figsize=(12, 0.45 * len(tidy) + 1.6), squeeze=False, sharey=True)
+    y = np.arange(len(tidy))[::-1]
+    for ax, (column, title, scale) in zip(axes[0], panels):
+        for yi, (method, row) in zip(y, tidy.iterrows()):
+            if np.isnan(row[column]):
+                continue
+            ax.plot([row[f"{column}_low"] * scale, row[f"{column}_high"] * scale], [yi, yi], color=colors[method], lw=6,
+                    alpha=0.5, solid_capstyle="butt")
+            ax.plot(row[column] * scale, yi, "|", color="black", ms=12)
+        ax.set(title=title, yticks=y, yticklabels=[render.method_name(m) for m in tidy.index])
+        if column == "prob_improvement":
+            ax.axvline(0.5, color="grey", ls="--", lw=1)
+    fig.suptitle(f"{render.benchmark_name(benchmark)}: stratified-bootstrap 95% CIs (rliable)")
+    fig.tight_layout()
+    return save(fig, out_dir, f"rliable_{benchmark}")
+
+
+def performance_profiles(profiles: dict, methods: list[str], benchmarks: list[str], metric: str, out_dir: Path):
+    """Fraction of (seed, task) final scores above τ, with bootstrap 95% bands (rliable score distributions)."""
+    colors = palette(methods)
+    fig, axes = plt.subplots(1, len(benchmarks), figsize=(4.8 * len(benchmarks), 3.6), squeeze=False)
+    for ax, bench in zip(axes[0], benchmarks):
+        for method in [m for m in methods if m in profiles.get(bench, {})]:
+            taus, fraction, interval = profiles[bench][method]
+            ax.plot(taus, fraction, color=colors[method], label=render.method_name(method), lw=1.6)
+            ax.fill_between(taus, interval[0], interval[1], color=colors[method], alpha=0.2, lw=0)
+        ax.set(title=render.benchmark_name(bench), xlabel=f"{metric} threshold τ", ylabel=f"fraction of runs × tasks > τ")
+    _legend(fig, axes)
+    return save(fig, out_dir, "performance_profiles")

@@ -1,0 +1,147 @@
+"""Names, cell formatting and table writers (csv, markdown, LaTeX with booktabs).
+
+Each table is written twice over: ``<name>.csv`` holds the tidy numbers (one row per cell, NaN where missing) for
+anyone who wants to compute with them; ``<name>.md`` and ``<name>.tex`` hold the formatted table, where a missing
+cell reads "—".
+"""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+
+MISSING = "—"
+# Paper order: the baseline first, then by family; anything unknown after these, alphabetically.
+METHOD_ORDER = ["grpo", "gigpo", "grpo_opsd", "rlsd", "sdar", "stepopsd", "sharpo"]
+METHOD_NAMES = {
+    "grpo": "GRPO",
+    "gigpo": "GiGPO",
+    "grpo_opsd": "GRPO+OPSD",
+    "rlsd": "RLSD",
+    "sdar": "SDAR",
+    "stepopsd": "StepOPSD",
+    "sharpo": "SHARPO",
+}
+BENCHMARK_NAMES = {"alfworld": "ALFWorld", "webshop": "WebShop"}
+# ALFWorld's six task types in the order papers print them
+CATEGORY_ORDER = ["pick", "look", "clean", "heat", "cool", "pick2"]
+OPTION_SYMBOLS = {"lam": "λ", "tau": "τ", "beta": "β", "alpha": "α", "lam_mix": "λ_mix"}
+
+
+def base_method(label: str) -> str:
+    return label.split("-", 1)[0]
+
+
+def split_label(label: str) -> list[tuple[str, str]]:
+    """``sharpo-lam0.2`` → [("lam", "0.2")]: the label's options, key = leading letters/underscores."""
+    parts: list[str] = []
+    for part in label.split("-")[1:]:
+        # "-" also starts a negative exponent or value (lam1e-05): glue a part that opens with a digit back on
+        if parts and part[:1].isdigit():
+            parts[-1] += f"-{part}"
+        else:
+            parts.append(part)
+    options = []
+    for part in parts:
+        match = re.fullmatch(r"([A-Za-z_]+)(-?[0-9][0-9.eE+-]*)", part) or re.fullmatch(r"([A-Za-z_]+?)(True|False)", part)
+        # a string-valued option cannot be split from its key unambiguously: show it whole
+        options.append((match.group(1), match.group(2)) if match else (part, ""))
+    return options
+
+
+def method_name(label: str) -> str:
+    """Display name: ``sharpo-lam0.2`` → ``SHARPO (λ=0.2)``."""
+    name = METHOD_NAMES.get(base_method(label), base_method(label))
+    options = split_label(label)
+    if not options:
+        return name
+    shown = [f"{OPTION_SYMBOLS.get(k, k)}={v}" if v else k for k, v in options]
+    return f"{name} ({', '.join(shown)})"
+
+
+def order_categories(categories) -> list[str]:
+    rank = {c: i for i, c in enumerate(CATEGORY_ORDER)}
+    return sorted(set(categories), key=lambda c: (rank.get(c, len(rank)), c))
+
+
+def benchmark_name(benchmark: str) -> str:
+    return BENCHMARK_NAMES.get(benchmark, benchmark)
+
+
+def order_methods(labels, preferred: list[str] | None = None) -> list[str]:
+    """The grid's order when given, else paper order; a variant follows its base method."""
+    labels = list(dict.fromkeys(labels))
+    if preferred:
+        rank = {label: i for i, label in enumerate(preferred)}
+        return sorted(labels, key=lambda m: (rank.get(m, len(rank)), m))
+    base_rank = {m: i for i, m in enumerate(METHOD_ORDER)}
+    return sorted(labels, key=lambda m: (base_rank.get(base_method(m), len(base_rank)), base_method(m), m != base_method(m), m))
+
+
+def is_missing(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def fmt_pm(mean, half=None, digits: int = 1, scale: float = 100.0) -> str:
+    """``84.9 ± 1.2``; no spread → ``84.9``; no value → ``—``."""
+    if is_missing(mean):
+        return MISSING
+    text = f"{mean * scale:.{digits}f}"
+    return text if is_missing(half) else f"{text} ± {half * scale:.{digits}f}"
+
+
+def fmt_interval(point, low, high, digits: int = 1, scale: float = 100.0) -> str:
+    """``84.9 [80.1, 88.0]``."""
+    if is_missing(point):
+        return MISSING
+    return f"{point * scale:.{digits}f} [{low * scale:.{digits}f}, {high * scale:.{digits}f}]"
+
+
+def fmt_seeds(cell: str, found: int, expected: int | None) -> str:
+    """Mark a cell averaged over fewer seeds than the grid asks for: ``70.1 ± 3.0 (2/3)``."""
+    if expected and 0 < found < expected:
+        return f"{cell} ({found}/{expected})"
+    return cell
+
+
+def to_markdown(table: pd.DataFrame, caption: str) -> str:
+    header = "| " + " | ".join(map(str, table.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in table.columns) + "|"
+    rows = ["| " + " | ".join(str(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join([f"**{caption}**", "", header, rule, *rows, ""])
+
+
+_TEX_REPLACEMENTS = [
+    ("\\", r"\textbackslash{}"), ("&", r"\&"), ("%", r"\%"), ("_", r"\_"), ("#", r"\#"),
+    ("±", r"$\pm$"), ("—", "--"), ("λ", r"$\lambda$"), ("τ", r"$\tau$"), ("β", r"$\beta$"),
+    ("α", r"$\alpha$"), ("≥", r"$\geq$"),
+]
+
+
+def tex_escape(text: str) -> str:
+    for old, new in _TEX_REPLACEMENTS:
+        text = text.replace(old, new)
+    return text
+
+
+def to_latex(table: pd.DataFrame, caption: str, label: str) -> str:
+    """A booktabs table (``\\toprule``/``\\midrule``/``\\bottomrule``) via pandas' Styler."""
+    escaped = table.map(lambda v: tex_escape(str(v)))
+    escaped.columns = [tex_escape(str(c)) for c in table.columns]
+    styler = escaped.style.hide(axis="index")
+    return styler.to_latex(
+        hrules=True, caption=tex_escape(caption), label=f"tab:{label}", position_float="centering",
+        column_format="l" + "r" * (len(table.columns) - 1),
+    )
+
+
+def write_table(out_dir: Path, name: str, tidy: pd.DataFrame, display: pd.DataFrame, caption: str) -> list[Path]:
+    """Write ``<name>.csv`` (tidy numbers), ``<name>.md`` and ``<name>.tex`` (formatted); return the paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir / f"{name}.{ext}" for ext in ("csv", "md", "tex")]
+    tidy.to_csv(paths[0], index=False)
+    paths[1].write_text(to_markdown(display, caption))
+    paths[2].write_text(to_latex(display, caption, name))
+    return paths

@@ -1,0 +1,42 @@
+"""A stand-in for ``python -m harness train`` with the same command line and the same run-folder contract, for
+the workflow tests: ``fake_train.py --config PROFILE.yaml benchmark=B method=M seed=S``.
+
+It appends one line per invocation to $FAKE_TRAIN_LOG, sleeps $FAKE_TRAIN_SLEEP seconds (so a test can kill the
+workflow mid-grid), then writes a synthetic run with done.json last. Like the engine it refuses to overwrite a
+finished run.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).parent))
+from synthetic_runs import write_run  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--config", required=True)
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args()
+    values = dict(item.split("=", 1) for item in args.overrides)
+    profile = yaml.safe_load(Path(args.config).read_text())
+    benchmark, method, seed = values["benchmark"], values["method"], int(values["seed"])
+    run_dir = Path(profile.get("output_dir", "results/runs")) / benchmark / method / f"seed{seed}"
+    if (run_dir / "done.json").exists():
+        print(f"refusing to overwrite the finished run {run_dir}", file=sys.stderr)
+        return 1
+    with open(os.environ["FAKE_TRAIN_LOG"], "a") as log:
+        log.write(f"{benchmark}/{method}/seed{seed}\n")
+    time.sleep(float(os.environ.get("FAKE_TRAIN_SLEEP", "0")))
+    write_run(Path(profile.get("output_dir", "results/runs")), benchmark, method, seed, p_success=0.5)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -126,9 +126,23 @@ def parse_action(
         return ParsedAction(action, False, "CJK characters in output")
     if not action:
         return ParsedAction(action, False, "empty action")
-    if admissible is not None and action not in {a.lower() for a in admissible}:
+    if admissible is not None and not _is_admissible(action, admissible):
         return ParsedAction(action, False, "not an admissible action")
     return ParsedAction(action, True)
+
+
+_PLACEHOLDER = re.compile(r"^(\w+)\[<[^<>]*>\]$")
+
+
+def _is_admissible(action: str, admissible: Sequence[str]) -> bool:
+    """Exact membership; an entry with a placeholder argument (WebShop's ``search[<your query>]``) admits any
+    non-empty argument for its verb except the placeholder itself."""
+    lowered = {a.lower() for a in admissible}
+    if action in lowered:
+        return not _PLACEHOLDER.match(action)
+    verbs = {m.group(1) for m in map(_PLACEHOLDER.match, lowered) if m}
+    verb, bracket, rest = action.partition("[")
+    return bool(bracket) and verb in verbs and rest.endswith("]") and len(rest) > 1
 
 
 class Expert(ABC):

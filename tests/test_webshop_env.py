@@ -240,3 +240,13 @@ def test_catalogue_checker_catches_text_leaks(tiny):
     leaky = product.__class__(**{**product.__dict__, "description": f"now with {lacking}"})
     with pytest.raises(CatalogueError, match="occurs in its text"):
         check_product(leaky, ptype)
+
+
+def test_require_admissible_accepts_a_typed_search(tiny):
+    """parse_action(admissible=...) treats WebShop's search[<your query>] as 'any query'."""
+    from envs.base import parse_action
+
+    obs = tiny.make_env().reset(tiny.panel("eval_out").tasks[0])
+    assert parse_action("<action>search[navy shirt]</action>", think=False, admissible=obs.admissible_actions).valid
+    for bad in ("search[<your query>]", "search[]", "click[search]"):
+        assert not parse_action(f"<action>{bad}</action>", think=False, admissible=obs.admissible_actions).valid

@@ -1,0 +1,90 @@
+"""``AlfworldBenchmark``: ALFWorld on the ``alfworld`` package's engine, official games or generated ones."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+from envs.alfworld.config import SPLITS, AlfworldConfig, AlfworldSettings, resolve
+from envs.alfworld.engine import AlfworldEnv, WalkthroughExpert, read_walkthrough
+from envs.alfworld.gamegen import TASK_TYPES
+from envs.alfworld.official import check_tree, configured_data_path
+from envs.alfworld.panels import GameResolver, generated_tasks, official_tasks
+from envs.alfworld.prompts import alfworld_template, extract_task, render
+from envs.base import Benchmark, Expert, Observation, PromptTemplate, Task, TaskPanel, TextEnv, register_benchmark
+
+
+@register_benchmark("alfworld")
+class AlfworldBenchmark(Benchmark):
+    task_types = TASK_TYPES
+    default_max_steps = 50
+
+    def __init__(self, config: AlfworldConfig | None = None, profile: str = "paper", seed: int = 0):
+        config = config or AlfworldConfig()
+        super().__init__(config, profile, seed)
+        data_path = configured_data_path(config.data_path) if config.source != "generated" else None
+        self.settings: AlfworldSettings = resolve(config, profile, official_available=data_path is not None)
+        if self.settings.source == "official" and data_path is None:
+            check_tree(Path(""))  # raises with the how-to-get-it message
+        self.official_root = check_tree(data_path) if self.settings.source == "official" else None
+        cache = Path(self.settings.cache_dir)
+        self.games_root = str(cache / "games")
+        self.translation_dir = str(cache / "sas")
+        self.default_max_steps = self.settings.max_steps
+        self._template = alfworld_template(self.settings.think)
+        self._panels: dict[tuple[str, int | None], TaskPanel] = {}
+
+    @property
+    def think(self) -> bool:
+        """Whether the prompt asks for <think>…</think>; the run's ``rollout.think`` should agree."""
+        return self.settings.think
+
+    @property
+    def template(self) -> PromptTemplate:
+        return self._template
+
+    def panel(self, split: str, size: int | None = None) -> TaskPanel:
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+        key = (split, size)
+        if key not in self._panels:
+            self._panels[key] = TaskPanel("alfworld", split, tuple(self._tasks(split, size)))
+        return self._panels[key]
+
+    def _tasks(self, split: str, size: int | None) -> list[Task]:
+        wanted = size if size is not None else self.settings.panel_size(split)
+        if self.official_root is not None:
+            tasks = official_tasks(self.official_root, split, self.settings.task_types)
+            if wanted is not None and wanted > len(tasks):
+                raise ValueError(f"alfworld: asked for {wanted} {split} games, the official data has {len(tasks)}")
+            return tasks[:wanted]
+        if wanted is None:
+            raise ValueError("alfworld: generated panels need a size (alfworld.train_panel_size / eval_panel_size)")
+        exclude = frozenset()
+        if split == "eval_in":  # eval-in shares train's scenes but never its games
+            exclude = frozenset(self.panel("train").task_ids)
+        return generated_tasks(self.settings, split, wanted, exclude)
+
+    def make_env(self) -> TextEnv:
+        return AlfworldEnv(self.resolver(), max_steps=self.settings.max_steps,
+                           translation_cache_dir=self.translation_dir)
+
+    def resolver(self) -> GameResolver:
+        return GameResolver(self.games_root, self.translation_dir)
+
+    def game_file(self, task: Task) -> Path:
+        """The task's game file (generating it on first use)."""
+        return self.resolver()(task)
+
+    def expert(self, task: Task) -> Expert:
+        return WalkthroughExpert(read_walkthrough(self.game_file(task)))
+
+    def task_description(self, task: Task, first_observation: Observation) -> str:
+        return extract_task(first_observation.text)
+
+    def format_prompt(self, task_text: str, history: Sequence[tuple[str, str]], observation: Observation,
+                      step: int, history_length: int) -> str:
+        return render(self._template, task_text, history, observation, step, history_length)
+
+    def __getstate__(self):  # panels are rebuilt on demand; workers only need settings and paths
+        return {**self.__dict__, "_panels": {}}
+

@@ -85,6 +85,7 @@ class TrainConfig:
     grad_clip: float = 1.0
     checkpoint_every: int = 10
     device: str = "auto"  # "auto" | "cpu" | "cuda"
+    cpu_threads: int = 0  # torch intra-op threads on the CPU (0 = torch's default); 1 suits parallel tiny jobs
 
 
 @dataclass
@@ -284,9 +285,9 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if not path.exists():
             raise ConfigError(f"config file {str(path)!r} does not exist; profiles live in config/ (tiny, smoke, paper)")
         raw = yaml.safe_load(path.read_text()) or {}
-    extra = parse_overrides(list(overrides or []))
-    if isinstance(extra.get("method"), str):
-        extra["method"] = {"name": extra["method"]}
+    # `method=sharpo` names the method; its options come as `method.lam=0.2`, in any order
+    overrides = [f"method.name={o.split('=', 1)[1]}" if o.startswith("method=") else o for o in overrides or []]
+    extra = parse_overrides(overrides)
     if isinstance(raw.get("method"), str):
         raw["method"] = {"name": raw["method"]}
     return config_from_dict(_merge(raw, extra))

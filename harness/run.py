@@ -107,6 +107,8 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
         run_dir = prepare_run_dir(cfg, resume, force, log)
     if run_dir is None:
         return None
+    if cfg.train.cpu_threads > 0:
+        torch.set_num_threads(cfg.train.cpu_threads)
     seeds = Seeds.from_master(cfg.seed)
     seed_everything(seeds)
     benchmark = make_benchmark(cfg.benchmark, cfg.benchmark_config, profile=cfg.profile, seed=seeds.env)

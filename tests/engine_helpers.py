@@ -10,7 +10,8 @@ from harness.config import config_from_dict
 from tests.toy_benchmark import DoorBenchmark
 
 
-def toy_config(tmp_path: Path, **sections):
+def toy_config(tmp_path: Path, model_cache: Path | None = None, tracking: bool = False, **sections):
+    """``model_cache`` shared between tests saves rebuilding the tiny model; MLflow only where a test checks it."""
     raw = {
         "profile": "test",
         "benchmark": "alfworld",  # replaced by the toy benchmark through `use_toy_benchmark`
@@ -18,14 +19,15 @@ def toy_config(tmp_path: Path, **sections):
         "seed": 0,
         "model": {"source": "tiny", "dtype": "float32", "gradient_checkpointing": False, "tiny_hidden": 32,
                   "tiny_layers": 1, "tiny_heads": 2, "tiny_vocab": 300, "warm_start_epochs": 2,
-                  "warm_start_lr": 3e-3, "warm_start_demos": 8, "cache_dir": str(tmp_path / "models")},
+                  "warm_start_lr": 3e-3, "warm_start_demos": 8, "cache_dir": str(model_cache or tmp_path / "models")},
         "backend": {"name": "hf"},
         "rollout": {"tasks_per_step": 2, "group_size": 3, "max_prompt_tokens": 256, "max_response_tokens": 12,
                     "think": False, "env_workers": 1, "generation_batch": 16},
         "train": {"steps": 3, "lr": 1e-3, "ppo_mini_batch": 8, "ppo_micro_batch": 8, "checkpoint_every": 1,
-                  "device": "cpu"},
-        "eval": {"every": 2, "panel_size": 4, "split": "eval_out"},
-        "tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db", "artifact_root": str(tmp_path / "artifacts")},
+                  "device": "cpu", "cpu_threads": 1},
+        "eval": {"every": 2, "panel_size": 2, "split": "eval_out"},
+        "tracking": {"enabled": tracking, "uri": f"sqlite:///{tmp_path}/mlflow.db",
+                     "artifact_root": str(tmp_path / "artifacts")},
         "output_dir": str(tmp_path / "runs"),
     }
     for name, values in sections.items():

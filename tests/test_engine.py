@@ -22,25 +22,31 @@ def _toy(monkeypatch):
     use_toy_benchmark(monkeypatch)
 
 
-def test_same_seed_twice_gives_identical_metrics(tmp_path):
-    first = train(toy_config(tmp_path / "a"))
-    second = train(toy_config(tmp_path / "b"))
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """One tiny-model cache for the module: the model is built once, every test starts from it."""
+    return tmp_path_factory.mktemp("models")
+
+
+def test_same_seed_twice_gives_identical_metrics(models, tmp_path):
+    first = train(toy_config(tmp_path / "a", models))
+    second = train(toy_config(tmp_path / "b", models))
     pd.testing.assert_frame_equal(comparable_metrics(first), comparable_metrics(second))
     pd.testing.assert_frame_equal(pd.read_csv(first / "eval.csv"), pd.read_csv(second / "eval.csv"))
     done = json.loads((first / "done.json").read_text())
     assert done["steps"] == 3 and 0.0 <= done["final_eval"]["success"] <= 1.0
 
 
-def test_different_seeds_differ(tmp_path):
-    a = comparable_metrics(train(toy_config(tmp_path / "a")))
-    b = comparable_metrics(train(toy_config(tmp_path / "b", seed=1)))
+def test_different_seeds_differ(models, tmp_path):
+    a = comparable_metrics(train(toy_config(tmp_path / "a", models)))
+    b = comparable_metrics(train(toy_config(tmp_path / "b", models, seed=1)))
     assert not a.equals(b)
 
 
-def test_kill_and_resume_matches_uninterrupted_run(tmp_path, monkeypatch):
-    reference = train(toy_config(tmp_path / "ref", method="sharpo"))
+def test_kill_and_resume_matches_uninterrupted_run(models, tmp_path, monkeypatch):
+    reference = train(toy_config(tmp_path / "ref", models, method="sharpo"))
 
-    cfg = toy_config(tmp_path / "killed", method="sharpo")
+    cfg = toy_config(tmp_path / "killed", models, method="sharpo")
     real_step = harness.trainer.rl_step
 
     def dies_at_step_2(ctx, step):
@@ -60,8 +66,8 @@ def test_kill_and_resume_matches_uninterrupted_run(tmp_path, monkeypatch):
     pd.testing.assert_frame_equal(pd.read_csv(reference / "eval.csv"), pd.read_csv(resumed / "eval.csv"))
 
 
-def test_finished_run_is_not_overwritten(tmp_path, capsys):
-    cfg = toy_config(tmp_path)
+def test_finished_run_is_not_overwritten(models, tmp_path, capsys):
+    cfg = toy_config(tmp_path, models)
     run_dir = train(cfg)
     stamp = (run_dir / "done.json").stat().st_mtime_ns
     train(cfg)
@@ -76,8 +82,8 @@ def _rollout_batch(ctx):
     return trajs, batch.with_columns(old_logp=score(ctx.model, batch, 8, "cpu"))
 
 
-def test_teacher_with_empty_context_equals_student_logp(tmp_path):
-    ctx = open_run(toy_config(tmp_path, method="sharpo"))
+def test_teacher_with_empty_context_equals_student_logp(models, tmp_path):
+    ctx = open_run(toy_config(tmp_path, models, method="sharpo"))
     trajs, batch = _rollout_batch(ctx)
     empty = lambda trajs, benchmark: ["" for t in trajs for _ in t.turns]  # noqa: E731
     scored, _ = ctx.teacher.score(batch, trajs, "skills", builder=empty)
@@ -86,8 +92,8 @@ def test_teacher_with_empty_context_equals_student_logp(tmp_path):
     ctx.close("FINISHED")
 
 
-def test_teacher_scores_exactly_the_student_response_tokens(tmp_path, monkeypatch):
-    ctx = open_run(toy_config(tmp_path, method="sharpo"))
+def test_teacher_scores_exactly_the_student_response_tokens(models, tmp_path, monkeypatch):
+    ctx = open_run(toy_config(tmp_path, models, method="sharpo"))
     trajs, batch = _rollout_batch(ctx)
     seen = {}
     real = harness.teacher.response_logprobs
@@ -121,16 +127,16 @@ def test_successful_sibling_context_prefers_another_rollout():
     assert contexts[2] is None  # group 1 has no success: no teacher, the method falls back to GRPO
 
 
-@pytest.mark.parametrize("method,expects_teacher", [("grpo", False), ("gigpo", False), ("sharpo", True)])
-def test_teacher_forward_runs_only_when_the_method_needs_it(tmp_path, monkeypatch, method, expects_teacher):
+@pytest.mark.parametrize("method,expects_teacher", [("grpo", False), ("gigpo", False), ("rlsd", True)])
+def test_teacher_forward_runs_only_when_the_method_needs_it(models, tmp_path, monkeypatch, method, expects_teacher):
     calls = []
     real = harness.teacher.response_logprobs
     monkeypatch.setattr(harness.teacher, "response_logprobs", lambda *a, **k: calls.append(1) or real(*a, **k))
-    train(toy_config(tmp_path, method=method, train={"steps": 1}))
+    train(toy_config(tmp_path, models, method=method, train={"steps": 1}))
     assert bool(calls) == expects_teacher
 
 
-def test_bad_config_fails_before_any_model_loads(tmp_path, monkeypatch, capsys):
+def test_bad_config_fails_before_any_model_loads(models, tmp_path, monkeypatch, capsys):
     import harness.models
     import harness.policy
     from harness.cli import main
@@ -148,10 +154,10 @@ def test_bad_config_fails_before_any_model_loads(tmp_path, monkeypatch, capsys):
     assert "token-mean" in capsys.readouterr().err
 
 
-def test_mlflow_holds_params_metrics_and_protocol(tmp_path):
+def test_mlflow_holds_params_metrics_and_protocol(models, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    cfg = toy_config(tmp_path, method="sharpo")
+    cfg = toy_config(tmp_path, models, tracking=True, method="sharpo")
     run_dir = train(cfg)
     client = MlflowClient(tracking_uri=cfg.tracking.uri)
     run = client.get_run((run_dir / "mlflow_run_id").read_text())

@@ -1,0 +1,44 @@
+"""A small synthetic ALFWorld-like corpus and a tiny model built from it, for model and backend tests.
+
+Import as ``from tiny_corpus import ...`` (pytest puts tests/ on sys.path). Independent of the real benchmarks.
+"""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from harness.config import ModelConfig
+from harness.models import build_tiny_model, load_policy
+
+OBJECTS = ["apple 1", "mug 2", "knife 1", "towel 3", "book 1", "desklamp 1", "cabinet 4", "drawer 2",
+           "countertop 1", "fridge 1", "microwave 1", "sinkbasin 1"]
+VERBS = ["go to", "take", "put", "open", "close", "heat", "cool", "clean", "examine", "use"]
+SHAPE = dict(tiny_hidden=32, tiny_layers=1, tiny_heads=2, tiny_vocab=400)
+
+
+def observation(rng: random.Random, sentences: int) -> str:
+    return " ".join(f"On the {rng.choice(OBJECTS)}, you see a {rng.choice(OBJECTS)}." for _ in range(sentences))
+
+
+def prompt(rng: random.Random, sentences: int = 8) -> str:
+    actions = ", ".join(f"'{rng.choice(VERBS)} {rng.choice(OBJECTS)}'" for _ in range(6))
+    return (f"Your task is to: put a {rng.choice(OBJECTS)} in {rng.choice(OBJECTS)}.\n"
+            f"Observation: {observation(rng, sentences)}\nYour admissible actions are: [{actions}]")
+
+
+def response(rng: random.Random) -> str:
+    return f"<action>{rng.choice(VERBS)} {rng.choice(OBJECTS)}</action>"
+
+
+def corpus(n: int = 200, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [text for _ in range(n) for text in (prompt(rng), response(rng))]
+
+
+def tiny_config(**shape) -> ModelConfig:
+    return ModelConfig(dtype="float32", **{**SHAPE, **shape})
+
+
+def build_and_load(folder: Path, seed: int = 0):
+    path = build_tiny_model(tiny_config(), corpus(), folder, seed=seed)
+    return load_policy(path, "float32", "cpu")

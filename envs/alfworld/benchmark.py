@@ -54,9 +54,9 @@ class AlfworldBenchmark(Benchmark):
         wanted = size if size is not None else self.settings.panel_size(split)
         if self.official_root is not None:
             tasks = official_tasks(self.official_root, split, self.settings.task_types)
-            if wanted is not None and wanted > len(tasks):
-                raise ValueError(f"alfworld: asked for {wanted} {split} games, the official data has {len(tasks)}")
-            return tasks[:wanted]
+            if size is not None and size > len(tasks):
+                raise ValueError(f"alfworld: asked for {size} {split} games, the official data has {len(tasks)}")
+            return tasks[:wanted]  # a profile default larger than the data takes every game
         if wanted is None:
             raise ValueError("alfworld: generated panels need a size (alfworld.train_panel_size / eval_panel_size)")
         exclude = frozenset()

@@ -1,0 +1,197 @@
+"""ALFWorld env contract: malformed outputs, panels, official data tree, prompts, the engine fast paths."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envs.alfworld import AlfworldConfig
+from envs.alfworld.gamegen import TASK_TYPES
+from envs.alfworld.official import AlfworldDataError
+from envs.base import INVALID_ACTION_FEEDBACK, make_benchmark, parse_action
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("alfworld-cache"))
+
+
+@pytest.fixture(scope="module")
+def bench(cache_dir):
+    return make_benchmark("alfworld", AlfworldConfig(source="generated", cache_dir=cache_dir), "tiny", 0)
+
+
+MALFORMED = {
+    "no tags": "go to countertop 1",
+    "empty": "",
+    "10 KB junk": "<think>x</think>" + "qz#@!" * 2048,
+    "non-ASCII": "<action>去 countertop 1 ✓</action>",
+    "unclosed": "<action>go to countertop 1",
+}
+
+
+@pytest.mark.parametrize("name", sorted(MALFORMED))
+def test_malformed_output_is_invalid_and_gets_nothing_happens(bench, name):
+    task = bench.panel("train").tasks[0]
+    env = bench.make_env()
+    obs = env.reset(task)
+    parsed = parse_action(MALFORMED[name], think=bench.think)
+    assert not parsed.valid
+    result = env.step(parsed.action)
+    assert result.observation.text == INVALID_ACTION_FEEDBACK
+    assert result.info["action_valid"] is False and result.info["won"] is False and result.reward == 0.0
+    assert not result.done and result.observation.admissible_actions == obs.admissible_actions
+    assert result.info["task_type"] == task.task_type
+
+
+def test_valid_output_steps_the_game(bench):
+    task = bench.panel("train").tasks[0]
+    env = bench.make_env()
+    obs = env.reset(task)
+    action = bench.expert(task).act(obs)
+    parsed = parse_action(f"<action>{action.upper()}</action>", think=False, admissible=obs.admissible_actions)
+    assert parsed.valid and parsed.action == action
+    result = env.step(parsed.action)
+    assert result.info["action_valid"] and result.observation.text != INVALID_ACTION_FEEDBACK
+
+
+def test_episode_ends_at_max_steps(cache_dir):
+    bench = make_benchmark("alfworld", AlfworldConfig(source="generated", cache_dir=cache_dir, max_steps=3), "tiny", 0)
+    env = bench.make_env()
+    env.reset(bench.panel("train").tasks[0])
+    results = [env.step("look") for _ in range(3)]
+    assert [r.done for r in results] == [False, False, True]
+    assert results[-1].info["task_score"] == 0.0 and results[-1].info["truncated"]
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step("look")
+
+
+_PANEL_SCRIPT = """
+import sys
+from envs.alfworld import AlfworldConfig
+from envs.base import make_benchmark
+b = make_benchmark("alfworld", AlfworldConfig(source="generated", cache_dir=sys.argv[1]), "paper", 0)
+print(b.panel("eval_out").sha256, b.panel("train", 60).sha256, len(b.panel("eval_out")))
+"""
+
+
+def test_panel_hash_is_stable_across_processes(tmp_path):
+    outputs = [subprocess.run([sys.executable, "-c", _PANEL_SCRIPT, str(tmp_path)], cwd=REPO, capture_output=True,
+                              text=True, check=True, env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout
+               for seed in (1, 2)]
+    assert outputs[0] == outputs[1]
+    eval_hash, _, n = outputs[0].split()
+    assert int(n) == 134
+    bench = make_benchmark("alfworld", AlfworldConfig(source="generated", cache_dir=str(tmp_path)), "paper", 0)
+    panel = bench.panel("eval_out")
+    assert panel.sha256 == eval_hash
+    assert {t.task_type for t in panel.tasks[:6]} == set(TASK_TYPES)
+    assert all(t.task_id.startswith("valid_unseen/") for t in panel.tasks)
+    train_ids = set(bench.panel("train", 60).task_ids)
+    assert not train_ids & set(bench.panel("eval_in", 30).task_ids)
+
+
+def test_eval_out_scenes_never_appear_in_train(bench):
+    scene = lambda t: int(t.task_id.split("/")[1].rsplit("-", 1)[1])  # noqa: E731
+    assert not {scene(t) for t in bench.panel("train").tasks} & {scene(t) for t in bench.panel("eval_out").tasks}
+
+
+def _build_official_tree(bench, root: Path) -> None:
+    """A tiny json_2.1.1 tree: the generator's games copied into train / valid_seen / valid_unseen."""
+    for split in ("train", "eval_in", "eval_out"):
+        for task in bench.panel(split, 3).tasks:
+            src = bench.game_file(task).parent
+            dst = root / "json_2.1.1" / task.task_id
+            dst.mkdir(parents=True)
+            for f in src.iterdir():
+                (dst / f.name).write_bytes(f.read_bytes())
+
+
+def test_official_data_path(bench, tmp_path, monkeypatch):
+    _build_official_tree(bench, tmp_path)
+    monkeypatch.setenv("ALFWORLD_DATA", str(tmp_path))
+    official = make_benchmark("alfworld", AlfworldConfig(cache_dir=str(tmp_path / "cache")), "tiny", 0)
+    assert official.settings.source == "official"
+    panel = official.panel("eval_out")
+    assert len(panel) == 3 and all(t.task_id.startswith("valid_unseen/") for t in panel.tasks)
+    assert set(panel.task_ids) == set(bench.panel("eval_out", 3).task_ids)
+    task = panel.tasks[0]
+    env = official.make_env()
+    obs = env.reset(task)
+    expert, result = official.expert(task), None
+    while result is None or not result.done:
+        result = env.step(expert.act(obs))
+        obs = result.observation
+    assert result.info["won"]
+    unsolvable = tmp_path / "json_2.1.1" / panel.tasks[1].task_id / "game.tw-pddl"
+    unsolvable.write_text(json.dumps({**json.loads(unsolvable.read_text()), "solvable": False}))
+    fresh = make_benchmark("alfworld", AlfworldConfig(data_path=str(tmp_path / "json_2.1.1")), "tiny", 0)
+    assert panel.tasks[1].task_id not in fresh.panel("eval_out").task_ids  # as AlfredTWEnv skips it
+
+
+def test_missing_or_partial_data_folder_says_what_and_how(bench, tmp_path):
+    with pytest.raises(AlfworldDataError, match=r"does not exist.*json_2\.1\.1.*alfworld-download"):
+        make_benchmark("alfworld", AlfworldConfig(data_path=str(tmp_path / "nowhere")), "tiny", 0)
+    _build_official_tree(bench, tmp_path)
+    for game in (tmp_path / "json_2.1.1" / "valid_unseen").glob("*/*/game.tw-pddl"):
+        game.unlink()
+    (tmp_path / "json_2.1.1" / "valid_seen").rename(tmp_path / "elsewhere")
+    with pytest.raises(AlfworldDataError) as err:
+        make_benchmark("alfworld", AlfworldConfig(data_path=str(tmp_path)), "tiny", 0)
+    message = str(err.value)
+    assert "valid_seen" in message and "valid_unseen" in message and "train" not in message.split("Expected")[0]
+    assert "alfworld-download" in message and "source: generated" in message
+
+
+def test_prompt_matches_verl_agent(bench):
+    task = bench.panel("train").tasks[0]
+    env = bench.make_env()
+    obs = env.reset(task)
+    text = bench.task_description(task, obs)
+    assert text and text in obs.text and "Your task is to" not in text
+    first = bench.format_prompt(text, [], obs, 0, 2)
+    assert obs.text in first and "'help'" not in first and "<think>" not in first
+    history = [(obs.text, "look"), ("obs two", "inventory"), ("obs three", "look")]
+    later = bench.format_prompt(text, history, obs, 3, 2)
+    assert "Prior to this step, you have already taken 3 step(s)" in later and "most recent 2 observaitons" in later
+    assert "[Observation 2: 'obs two', Action 2: 'inventory']" in later and "Observation 1:" not in later
+    assert "You are now at step 4" in later and f"Your task is to: {text}" in later
+    thinking = make_benchmark("alfworld", AlfworldConfig(source="generated", think=True), "tiny", 0)
+    assert "<think> </think>" in thinking.format_prompt(text, [], obs, 0, 2)
+    assert thinking.template.sha256 != bench.template.sha256
+
+
+def test_fast_paths_give_identical_text(bench):
+    """The engine speed-ups (envs/alfworld/fastpath.py) change no observation or admissible list."""
+    from envs.alfworld import fastpath
+
+    task = bench.panel("eval_out").tasks[1]
+    walkthrough = bench.expert(task).walkthrough
+
+    def transcript():
+        env = bench.make_env()
+        obs = env.reset(task)
+        out = [(obs.text, obs.admissible_actions)]
+        for action in ["look", "inventory", *walkthrough]:
+            result = env.step(action)
+            out.append((result.observation.text, result.observation.admissible_actions))
+        return out
+
+    fast = transcript()
+    fastpath.uninstall()
+    try:
+        from envs.alfworld import engine
+
+        original_install = engine.fastpath.install
+        engine.fastpath.install = lambda *_: None
+        slow = transcript()
+    finally:
+        engine.fastpath.install = original_install
+        fastpath.install()
+    assert fast == slow

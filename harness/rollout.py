@@ -16,6 +16,7 @@ import torch
 
 from envs.base import Benchmark, Observation, Task, parse_action
 from harness.batch import StepBatch
+from harness.logprobs import pad_left, pad_right
 from harness.seeding import step_seed
 
 
@@ -145,21 +146,12 @@ def to_step_batch(trajs: Sequence[Trajectory], pad_id: int) -> StepBatch:
     rows = [(traj, k, turn) for traj in trajs for k, turn in enumerate(traj.turns)]
     if not rows:
         raise ValueError("the rollout produced no turns (every env failed at reset); see the episodes' failure_reason")
-    prompt_len = max(len(turn.prompt_ids) for _, _, turn in rows)
+    prompt_ids, prompt_mask = pad_left([turn.prompt_ids for _, _, turn in rows], pad_id)
     response_len = max(max(len(turn.response_ids) for _, _, turn in rows), 1)
-    n = len(rows)
-    prompt_ids = torch.full((n, prompt_len), pad_id, dtype=torch.long)
-    prompt_mask = torch.zeros((n, prompt_len), dtype=torch.bool)
-    response_ids = torch.full((n, response_len), pad_id, dtype=torch.long)
-    response_mask = torch.zeros((n, response_len), dtype=torch.bool)
-    rollout_logp = torch.zeros((n, response_len))
+    response_ids, response_mask = pad_right([turn.response_ids for _, _, turn in rows], pad_id, response_len)
+    rollout_logp = torch.zeros(response_ids.shape)
     for r, (_, _, turn) in enumerate(rows):
-        p, q = len(turn.prompt_ids), len(turn.response_ids)
-        prompt_ids[r, prompt_len - p:] = torch.tensor(turn.prompt_ids)
-        prompt_mask[r, prompt_len - p:] = True
-        response_ids[r, :q] = torch.tensor(turn.response_ids)
-        response_mask[r, :q] = True
-        rollout_logp[r, :q] = torch.tensor(turn.rollout_logp)
+        rollout_logp[r, :len(turn.rollout_logp)] = torch.tensor(turn.rollout_logp)
     return StepBatch(
         prompt_ids=prompt_ids, prompt_mask=prompt_mask, response_ids=response_ids, response_mask=response_mask,
         rollout_logp=rollout_logp,

@@ -20,7 +20,7 @@ from typing import Callable, Sequence
 import torch
 
 from harness.batch import StepBatch
-from harness.logprobs import response_logprobs
+from harness.logprobs import pad_left, response_logprobs
 from harness.models import chat_prompt_ids
 from harness.rollout import Trajectory
 from harness.skills import skill_for
@@ -99,7 +99,7 @@ class TeacherScorer:
         if len(rows):
             ids = chat_prompt_ids(self.tokenizer, [contexts[r] + prompts[r] for r in rows.tolist()])
             truncated = sum(len(x) > self.max_prompt_tokens for x in ids)
-            prompt_ids, prompt_mask = left_pad([x[-self.max_prompt_tokens:] for x in ids], self.tokenizer.pad_token_id)
+            prompt_ids, prompt_mask = pad_left([x[-self.max_prompt_tokens:] for x in ids], self.tokenizer.pad_token_id)
             device = next(self.model.parameters()).device
             with torch.no_grad():
                 scored = response_logprobs(self.model, prompt_ids.to(device), prompt_mask.to(device),
@@ -111,13 +111,3 @@ class TeacherScorer:
                    "teacher_truncated_frac": truncated / max(len(rows), 1)}
         return batch.with_columns(teacher_logp=teacher_logp, teacher_available=available), metrics
 
-
-def left_pad(seqs: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(seqs), width), dtype=torch.bool)
-    for r, s in enumerate(seqs):
-        if len(s):
-            ids[r, width - len(s):] = torch.tensor(list(s))
-            mask[r, width - len(s):] = True
-    return ids, mask

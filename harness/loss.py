@@ -30,10 +30,9 @@ def aggregate(loss_mat: Tensor, mask: Tensor, mode: AggMode = "token-mean", scal
     """
     # where(), not a product: padding may hold NaN or inf, which must not reach the value or the gradient
     masked = torch.where(mask.bool(), loss_mat, torch.zeros((), dtype=loss_mat.dtype, device=loss_mat.device))
-    mask = mask.to(loss_mat.dtype)
     if mode == "token-mean":
-        return masked.sum() / mask.sum().clamp(min=1)
-    tokens_per_row = mask.sum(dim=-1)
+        return masked.sum() / max(int(torch.count_nonzero(mask)), 1)
+    tokens_per_row = mask.sum(dim=-1, dtype=loss_mat.dtype)
     rows_with_tokens = (tokens_per_row > 0).to(loss_mat.dtype)
     if mode == "seq-mean-token-sum":
         return (masked.sum(dim=-1) * rows_with_tokens).sum() / rows_with_tokens.sum().clamp(min=1)

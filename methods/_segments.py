@@ -13,12 +13,17 @@ from torch import Tensor
 
 def dense_ids(*keys: Tensor) -> tuple[Tensor, int]:
     """Map rows to dense ids ``0..n-1`` by the tuple of ``keys`` (each (rows,) integer)."""
-    if len(keys) == 1:
-        _, inverse = torch.unique(keys[0], return_inverse=True)
-    else:
-        _, inverse = torch.unique(torch.stack(keys, dim=1), dim=0, return_inverse=True)
-    n = int(inverse.max()) + 1 if inverse.numel() else 0
+    inverse, n = _dense(keys[0])
+    for key in keys[1:]:
+        # combine pairwise through dense codes: 1-D unique is far faster than unique(dim=0)
+        sub, m = _dense(key)
+        inverse, n = _dense(inverse * m + sub)
     return inverse, n
+
+
+def _dense(key: Tensor) -> tuple[Tensor, int]:
+    uniq, inverse = torch.unique(key, return_inverse=True)
+    return inverse, int(uniq.numel())
 
 
 def segment_sum(values: Tensor, index: Tensor, n: int) -> Tensor:
@@ -78,8 +83,8 @@ def normalize_in_groups(
 
 
 def masked_row_reduce(x: Tensor, mask: Tensor, how: str) -> Tensor:
-    """Per-row ``sum`` or ``mean`` of ``x`` over ``mask`` (padding may hold NaN: it is never read)."""
-    total = torch.where(mask, x, torch.zeros((), dtype=x.dtype, device=x.device)).sum(dim=1)
+    """Per-row ``sum`` or ``mean`` of ``x`` over ``mask``; ``x`` must already be 0 on padding (teacher_gap)."""
+    total = x.sum(dim=1)
     if how == "sum":
         return total
     if how == "mean":
@@ -93,9 +98,10 @@ def to_tokens(row_values: Tensor, mask: Tensor, dtype: torch.dtype = torch.float
 
 
 def teacher_gap(batch) -> Tensor:
-    """δ_t = q_t − s_t (METHODS.md notation), detached, 0 on padding. s_t = the collecting policy's log-prob."""
-    q, s = batch.teacher_logp.detach(), batch.old_logp.detach()
-    return torch.where(batch.response_mask, q - s, torch.zeros((), dtype=q.dtype, device=q.device))
+    """δ_t = q_t − s_t (METHODS.md notation), detached, 0 on padding. s_t = the collecting policy's log-prob.
+
+    A fresh tensor: callers may transform it in place (the token-level work is memory-bound)."""
+    return torch.where(batch.response_mask, batch.teacher_logp.detach() - batch.old_logp.detach(), 0.0)
 
 
 def teacher_available(batch) -> Tensor:
@@ -106,17 +112,44 @@ def teacher_available(batch) -> Tensor:
 
 
 def masked_stats(x: Tensor, mask: Tensor, prefix: str) -> dict[str, float]:
-    """mean/std/min/max of ``x`` where ``mask``; empty selections report NaN-free zeros."""
+    """mean/std/min/max of the row values ``x`` (rows,) where ``mask``; an empty selection reports zeros."""
     sel = x[mask].double()
+    names = [f"{prefix}_{k}" for k in ("mean", "std", "min", "max")]
     if sel.numel() == 0:
-        return {f"{prefix}_mean": 0.0, f"{prefix}_std": 0.0, f"{prefix}_min": 0.0, f"{prefix}_max": 0.0}
+        return dict.fromkeys(names, 0.0)
     std = float(sel.std()) if sel.numel() > 1 else 0.0
-    return {
-        f"{prefix}_mean": float(sel.mean()),
-        f"{prefix}_std": std,
-        f"{prefix}_min": float(sel.min()),
-        f"{prefix}_max": float(sel.max()),
-    }
+    return dict(zip(names, (float(sel.mean()), std, float(sel.min()), float(sel.max()))))
+
+
+def token_stats(
+    x: Tensor, mask: Tensor, rows: Tensor, prefix: str, lengths: Tensor, pad: float = 0.0, minmax: bool = True
+) -> dict[str, float]:
+    """mean/std (and min/max) of ``x`` over the response tokens of the selected ``rows``.
+
+    ``x`` must equal ``pad`` on padding and ``lengths`` be the rows' token counts: then row sums corrected for
+    the padding give the moments without a masked copy of the (large, memory-bound) token tensor.
+    """
+    names = [f"{prefix}_{k}" for k in ("mean", "std", "min", "max")][: 4 if minmax else 2]
+    picked = rows & (lengths > 0)
+    count = int(lengths[picked].sum())
+    if count == 0:
+        return dict.fromkeys(names, 0.0)
+    n_pad = (mask.shape[1] - lengths[picked]).double()
+    total = float((x.sum(dim=1).double()[picked] - pad * n_pad).sum())
+    sq_total = float((x.square().sum(dim=1).double()[picked] - pad * pad * n_pad).sum())
+    mean = total / count
+    std = (max(sq_total - count * mean * mean, 0.0) / (count - 1)) ** 0.5 if count > 1 else 0.0
+    if not minmax:
+        return dict(zip(names, (mean, std)))
+    first_row = int(picked.to(torch.uint8).argmax())
+    fill = x[first_row][mask[first_row]][0]  # a selected value: leaves min and max unchanged
+    lo, hi = torch.aminmax(torch.where(mask, x, fill)[picked])
+    return dict(zip(names, (mean, std, float(lo), float(hi))))
+
+
+def token_counts(mask: Tensor) -> Tensor:
+    """Response tokens per row (computed once per call: a reduction over the whole boolean mask)."""
+    return mask.sum(dim=1)
 
 
 def group_share(flag: Tensor, group_id: Tensor) -> float:
@@ -129,21 +162,17 @@ def group_share(flag: Tensor, group_id: Tensor) -> float:
 
 
 def apply_multiplier(adv_rows: Tensor, multiplier: Tensor, active: Tensor, mask: Tensor) -> Tensor:
-    """Ã_t = A_i · m_t on ``active`` rows and A_i elsewhere (multiplier 1 = plain GRPO); 0 on padding.
+    """Ã = A_i · m_k on ``active`` rows and A_i elsewhere (multiplier 1 = plain GRPO); 0 on padding.
 
-    ``multiplier`` is (rows, response_len) or (rows,) for one value per segment.
+    ``multiplier`` holds one value per segment (rows,).
     """
-    if multiplier.dim() == 1:
-        multiplier = multiplier[:, None]
-    m = torch.where(active[:, None], multiplier.float(), torch.ones((), device=mask.device))
-    return torch.where(mask, adv_rows.float()[:, None] * m, torch.zeros((), device=mask.device))
+    return to_tokens(adv_rows * torch.where(active, multiplier.double(), 1.0), mask)
 
 
 def multiplier_diagnostics(multiplier: Tensor, active: Tensor, mask: Tensor, available: Tensor) -> dict:
-    """Multiplier statistics over the tokens of rows it acts on, and teacher availability."""
-    if multiplier.dim() == 1:
-        multiplier = multiplier[:, None].expand_as(mask)
-    out = masked_stats(multiplier, mask & active[:, None], "multiplier")
+    """Multiplier statistics over the segments (rows, 1-D) or tokens (2-D) it acts on; teacher availability."""
+    where = active if multiplier.dim() == 1 else mask & active[:, None]
+    out = masked_stats(multiplier, where, "multiplier")
     out["teacher_available_frac"] = float(available.double().mean())
     out["reweighted_row_frac"] = float(active.double().mean())
     return out

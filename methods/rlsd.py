@@ -1,6 +1,7 @@
 """RLSD: token reweighting of the GRPO advantage by a skills-conditioned teacher (METHODS.md §RLSD)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -9,7 +10,7 @@ from torch import Tensor
 from harness.batch import StepBatch
 from harness.config import ConfigError
 from harness.registry import register
-from methods._segments import apply_multiplier, masked_stats, multiplier_diagnostics, teacher_available, teacher_gap
+from methods._segments import teacher_available, teacher_gap, token_counts, token_stats
 from methods.grpo import GrpoBase, GrpoConfig, advantage_diagnostics
 
 
@@ -50,16 +51,27 @@ class Rlsd(GrpoBase):
         c = self.config
         adv = self.episode_advantage(batch)
         lam = rlsd_lambda(c.lam, c.warmdown_steps, step)
-        gap = teacher_gap(batch)
-        if c.clamp_gap:
-            gap = gap.clamp(-c.gap_clamp, c.gap_clamp)
-        weight = torch.exp(torch.sign(adv).float()[:, None] * gap).clamp(1.0 - c.clip_eps, 1.0 + c.clip_eps)
-        multiplier = (1.0 - lam) + lam * weight
         available = teacher_available(batch)
         active = available & (adv != 0)
         mask = batch.response_mask
         diagnostics = advantage_diagnostics(adv, batch)
-        diagnostics.update(multiplier_diagnostics(multiplier, active, mask, available))
-        diagnostics.update(masked_stats(gap, mask & active[:, None], "gap"))
+        gap = teacher_gap(batch)
+        lengths = token_counts(mask)
+        diagnostics.update(token_stats(gap, mask, active, "gap", lengths, minmax=False))
+        # clip(exp(x), 1 − ε, 1 + ε) = exp(clip(x, log(1 − ε), log(1 + ε))); the optional clamp of Δ to ±gap_clamp
+        # commutes with sign(A), so both become one clamp, done in place (the token-level work is memory-bound)
+        low, high = math.log(1.0 - c.clip_eps), math.log(1.0 + c.clip_eps)
+        if c.clamp_gap:
+            low, high = max(low, -c.gap_clamp), min(high, c.gap_clamp)
+        weight = gap.mul_(torch.sign(adv).to(gap.dtype)[:, None]).clamp_(low, high).exp_()
+        w = token_stats(weight, mask, active, "w", lengths, pad=1.0)  # padding: gap 0 → weight exp(0) = 1
+        diagnostics.update({f"multiplier_{k}": (1 - lam) + lam * w[f"w_{k}"] for k in ("mean", "min", "max")})
+        diagnostics["multiplier_std"] = lam * w["w_std"]
+        diagnostics["teacher_available_frac"] = float(available.double().mean())
+        diagnostics["reweighted_row_frac"] = float(active.double().mean())
         diagnostics["lambda"] = lam
-        return apply_multiplier(adv, multiplier, active, mask), diagnostics
+        # Ã = A(1 − λ) + Aλ·w on active rows; inactive rows get A + 0·w = A exactly (plain GRPO)
+        base = torch.where(active, adv * (1.0 - lam), adv).float()[:, None]
+        slope = torch.where(active, adv * lam, 0.0).float()[:, None]
+        out = torch.addcmul(base, slope, weight)
+        return torch.where(mask, out, 0.0), diagnostics

@@ -14,7 +14,7 @@ from torch import Tensor
 from harness.batch import StepBatch
 from harness.loss import AggMode, aggregate
 from harness.registry import register
-from methods._segments import masked_stats, teacher_available
+from methods._segments import teacher_available
 from methods.grpo import GrpoBase, GrpoConfig
 
 
@@ -36,15 +36,15 @@ def gated_distillation(
 ) -> tuple[Tensor, Tensor, Tensor]:
     """(L_SDAR, gate g_t, gap δ_t): L = agg(g_t·(q_t − s_t)), g_t = sigmoid(β·(q_t − s_t)) detached.
 
-    Only ``logp`` (s_t) carries a gradient: d L / d s_t = −g_t (times the aggregation weight).
+    Only ``logp`` (s_t) carries a gradient: dL/ds_t = −g_t (times the aggregation weight). Padding is
+    replaced by 0 before any arithmetic, so NaN there reaches neither the value nor the gradient; there the
+    gap is 0 and the gate sigmoid(0) = 0.5.
     """
-    teacher = teacher_logp.detach()
-    zero = torch.zeros((), dtype=logp.dtype, device=logp.device)
-    gap = torch.where(mask, teacher - logp.detach(), zero)
-    gate = torch.sigmoid(beta * gap)
-    # where() keeps NaN/inf that padding might hold out of both the value and the gradient
-    per_token = torch.where(mask, gate * (torch.where(mask, teacher, zero) - logp), zero)
-    return aggregate(per_token, mask, agg_mode), gate, gap
+    # where() after the difference: its backward sends exactly 0 to padding, whatever logp holds there
+    diff = torch.where(mask, teacher_logp.detach() - logp, 0.0)
+    gap = diff.detach()
+    gate = torch.full_like(gap, 0.5) if beta == 0 else gap.mul(beta).sigmoid_()
+    return aggregate(gate * diff, mask, agg_mode), gate, gap
 
 
 class GatedDistillation(GrpoBase):
@@ -67,10 +67,15 @@ class GatedDistillation(GrpoBase):
         # rows without a privileged context get no distillation term (multiplier 1 = plain GRPO)
         mask = batch.response_mask & teacher_available(batch)[:, None]
         loss, gate, gap = gated_distillation(logp, batch.teacher_logp, mask, self.gate_beta, self.config.loss_agg_mode)
-        diagnostics = masked_stats(gate, mask, "gate")
-        diagnostics["gate_active_ratio"] = float(((gate > 0.5) & mask).sum() / mask.sum().clamp(min=1))
-        diagnostics["teacher_gap_mean"] = masked_stats(gap, mask, "gap")["gap_mean"]
-        diagnostics["distill_loss"] = float(loss.detach())
+        # padding holds gap 0 and gate 0.5 exactly, so plain sums corrected for it give the masked statistics
+        count = int(torch.count_nonzero(mask))
+        padding, tokens = mask.numel() - count, max(count, 1)
+        diagnostics = {
+            "gate_mean": (float(gate.sum()) - 0.5 * padding) / tokens,
+            "gate_active_ratio": int(torch.count_nonzero(gate > 0.5)) / tokens,
+            "teacher_gap_mean": float(gap.sum()) / tokens,
+            "distill_loss": float(loss.detach()),
+        }
         return self.config.coef * loss, diagnostics
 
 

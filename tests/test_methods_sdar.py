@@ -8,6 +8,7 @@ import torch
 from synthetic import batch_from_rows
 
 from harness import registry
+from methods.sdar import gated_distillation
 
 ROWS = [
     dict(group=0, traj=0, step=0, ret=10.0, tokens=3),
@@ -55,11 +56,15 @@ def test_beta_zero_gives_gate_half_and_no_gradient_into_teacher():
     batch = batch.with_columns(teacher_logp=teacher)
     for method in (registry.build("sdar", {"beta": 0.0}), registry.build("grpo_opsd")):
         loss, diag = method.aux_loss(batch, logp)
-        assert diag["gate_min"] == diag["gate_max"] == 0.5
+        assert diag["gate_mean"] == 0.5 and diag["gate_active_ratio"] == 0.0
         assert loss.item() == pytest.approx(expected_loss(0.0, 0.01)[0], rel=1e-6)
+    _, gate, _ = gated_distillation(logp, teacher, batch.response_mask, 0.0, "token-mean")
+    assert (gate[batch.response_mask] == 0.5).all()
     loss.backward()
     assert teacher.grad is None or not teacher.grad.any()  # the teacher gets no gradient
-    assert logp.grad.tolist()[0][:3] == pytest.approx([-0.01 * 0.5 / 5] * 3)
+    # every real token gets −c·g/N with g = 0.5; padding gets nothing
+    expected = [[-0.01 * 0.5 / 5] * 3 + [0.0], [-0.01 * 0.5 / 5] * 2 + [0.0, 0.0]]
+    assert logp.grad.tolist() == [pytest.approx(r) for r in expected]
 
 
 def test_sdar_advantages_are_grpo_and_coef_zero_adds_nothing():

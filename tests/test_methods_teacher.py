@@ -142,3 +142,20 @@ def test_stepopsd_budget_skips_rows_without_teacher():
     assert adv[:3, 0].tolist() == pytest.approx(
         [a[0] * (1 + 0.1 * 0.7 / (budget0 + 1e-6)), a[1] * (1 + 0.1 * 1.0 / (budget0 + 1e-6)), a[2]], rel=1e-5
     )
+
+
+def test_rlsd_token_diagnostics():
+    rows = pair(RLSD_GAPS)
+    rows[1]["tokens"] = 2  # padding in row 1: statistics must ignore it
+    rows[1]["gap"] = RLSD_GAPS[:2]
+    adv, diag = registry.build("rlsd").advantages(batch_from_rows(rows, response_len=4), step=0)
+    won = [0.5 + 0.5 * clip(math.exp(d), 0.8, 1.2) for d in RLSD_GAPS]
+    lost = [0.5 + 0.5 * clip(math.exp(-d), 0.8, 1.2) for d in RLSD_GAPS[:2]]
+    values = won + lost
+    m = sum(values) / 5
+    assert diag["multiplier_mean"] == pytest.approx(m, rel=1e-6)
+    assert diag["multiplier_std"] == pytest.approx(math.sqrt(sum((v - m) ** 2 for v in values) / 4), rel=1e-5)
+    assert (diag["multiplier_min"], diag["multiplier_max"]) == (pytest.approx(0.9), pytest.approx(1.1))
+    gaps = RLSD_GAPS + RLSD_GAPS[:2]
+    assert diag["gap_mean"] == pytest.approx(sum(gaps) / 5, rel=1e-6)
+    assert adv[1, 2:].abs().sum() == 0

@@ -63,7 +63,7 @@ class RolloutConfig:
     think: bool = True  # require <think>...</think> before <action>...</action>
     require_admissible: bool = False  # an action outside the admissible list counts as invalid
     invalid_action_penalty: float = 0.1
-    env_workers: int = 1
+    env_workers: int = 4  # worker processes stepping envs; 0 = in this process
     generation_batch: int = 64  # envs generated for in one forward batch
 
 
@@ -222,6 +222,11 @@ def _check_value(tp, value, key: str):
         return value
     if tp is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if tp is float and isinstance(value, str):  # YAML 1.1 reads "2e-3" (no dot) as a string
+        try:
+            return float(value)
+        except ValueError:
+            pass
     if tp in (int, float) and isinstance(value, bool) or not isinstance(value, tp):
         raise ConfigError(f"{key}: expected {tp.__name__}, got {type(value).__name__} {value!r}")
     return value
@@ -275,7 +280,19 @@ def config_from_dict(raw: Mapping[str, Any]) -> RunConfig:
     method_config = build_dataclass(method_cls.Config, cfg.method.options, where=f"method ({cfg.method.name})")
     cfg.method.options = dataclasses.asdict(method_config) if cfg.method.options else {}
     cfg.method.options = {k: v for k, v in cfg.method.options.items() if k in raw["method"]["options"]}
+    _align_think(cfg)
     return cfg
+
+
+def _align_think(cfg: RunConfig) -> None:
+    """``rollout.think`` is the one switch: the parser checks it, so every benchmark's prompt must ask for it."""
+    for name in ("alfworld", "webshop"):
+        section = getattr(cfg, name)
+        if section.think is None:
+            section.think = cfg.rollout.think
+        elif section.think != cfg.rollout.think:
+            raise ConfigError(f"{name}.think={section.think} disagrees with rollout.think={cfg.rollout.think}; "
+                              f"set rollout.think only (the prompt follows it)")
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:

@@ -22,7 +22,7 @@ def toy_config(tmp_path: Path, model_cache: Path | None = None, tracking: bool =
                   "warm_start_lr": 3e-3, "warm_start_demos": 8, "cache_dir": str(model_cache or tmp_path / "models")},
         "backend": {"name": "hf"},
         "rollout": {"tasks_per_step": 2, "group_size": 3, "max_prompt_tokens": 256, "max_response_tokens": 12,
-                    "think": False, "env_workers": 1, "generation_batch": 16},
+                    "think": False, "env_workers": 0, "generation_batch": 16},
         "train": {"steps": 3, "lr": 1e-3, "ppo_mini_batch": 8, "ppo_micro_batch": 8, "checkpoint_every": 1,
                   "device": "cpu", "cpu_threads": 1},
         "eval": {"every": 2, "panel_size": 2, "split": "eval_out"},

@@ -215,3 +215,18 @@ def make_benchmark(name: str, config, profile: str = "paper", seed: int = 0) -> 
     if name not in _BENCHMARKS:
         raise KeyError(f"unknown benchmark {name!r}; available: {sorted(_BENCHMARKS) or ['alfworld', 'webshop']}")
     return _BENCHMARKS[name](config, profile=profile, seed=seed)
+
+
+def registered_benchmarks() -> list[str]:
+    """Every benchmark under ``envs/`` (importing each package registers it), sorted by name."""
+    import importlib
+    import pkgutil
+    from pathlib import Path
+
+    for module in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        if module.ispkg:
+            try:
+                importlib.import_module(f"envs.{module.name}")
+            except ImportError:
+                pass
+    return sorted(_BENCHMARKS)

@@ -5,8 +5,8 @@ sends one message per worker (all its envs' commands) and then collects, so work
 
 Failures never reach the caller as exceptions:
 - an env that raises is rebuilt inside its worker; its episode ends with ``info["failure_reason"]``;
-- a worker that dies or does not answer within ``step_timeout_s`` per env is killed and restarted, and every
-  episode it hosted ends with ``info["failure_reason"]``.
+- a worker that dies or does not answer within ``step_timeout_s`` (``reset_timeout_s`` for a reset) per env
+  is killed and restarted, and every episode it hosted ends with ``info["failure_reason"]``.
 A failed reset gives an ``Observation`` with ``info["failure_reason"]``; that env is then finished.
 ``num_workers=0`` runs the envs in this process (same interface, no timeout), for tests and debugging.
 """
@@ -85,12 +85,14 @@ class _Worker:
 
 class VectorEnv:
     def __init__(self, make_env: Callable[[], TextEnv], num_workers: int = 4, step_timeout_s: float = 120.0,
-                 start_method: str = "spawn"):
+                 reset_timeout_s: float = 600.0, start_method: str = "spawn"):
         if num_workers < 0:
             raise ValueError(f"num_workers must be >= 0 (0 = in this process), got {num_workers}")
         self.make_env = make_env
         self.num_workers = num_workers
         self.step_timeout_s = step_timeout_s
+        # a reset may start a worker process and build a game (ALFWorld plans a new game once): a longer budget
+        self.reset_timeout_s = reset_timeout_s
         self._local = _EnvSlots(make_env) if num_workers == 0 else None
         ctx = mp.get_context(start_method)
         self._workers = [_Worker(ctx, make_env) for _ in range(num_workers)]
@@ -137,13 +139,13 @@ class VectorEnv:
                 sent[w] = batch
             except (BrokenPipeError, OSError) as exc:
                 self._fail_worker(w, batch, f"worker {w} unreachable ({type(exc).__name__}); restarted", replies)
+        timeout = self.reset_timeout_s if command == "reset" else self.step_timeout_s
         for w, batch in sent.items():
-            self._collect(w, batch, replies)
+            self._collect(w, batch, replies, timeout * len(batch))
         return replies
 
-    def _collect(self, w: int, batch: list[tuple[int, object]], replies: dict) -> None:
+    def _collect(self, w: int, batch: list[tuple[int, object]], replies: dict, timeout: float) -> None:
         worker = self._workers[w]
-        timeout = self.step_timeout_s * len(batch)
         try:
             if not worker.conn.poll(timeout):
                 raise TimeoutError(f"worker {w} gave no answer within {timeout:.0f} s (hung env); restarted")

@@ -99,3 +99,23 @@ def test_official_loader_and_handcoded_expert_accept_generated_games(bench, one_
         steps += 1
     assert state["won"], f"the handcoded expert did not solve {task.task_id} in {steps} steps"
     assert (game.parent / GAME_FILE).is_file()
+
+
+def test_vector_env_plays_alfworld_games_in_workers(bench, one_game_per_type):
+    """The benchmark's bound ``make_env`` travels to spawned workers; walkthroughs still win there."""
+    from envs.vector import VectorEnv
+
+    tasks = list(one_game_per_type[:2])
+    experts = [bench.expert(t) for t in tasks]
+    with VectorEnv(bench.make_env, num_workers=2, step_timeout_s=60) as venv:
+        observations = venv.reset(tasks)
+        final = [None, None]
+        for _ in range(10):
+            actions = [e.act(o) if f is None else None for e, o, f in zip(experts, observations, final)]
+            for i, result in enumerate(venv.step(actions)):
+                if result is not None:
+                    observations[i] = result.observation
+                    final[i] = result if result.done else None
+            if all(f is not None for f in final):
+                break
+    assert all(f is not None and f.info["won"] and "failure_reason" not in f.info for f in final)

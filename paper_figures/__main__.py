@@ -16,8 +16,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples for rliable (default: 2000)")
     parser.add_argument("--seed", type=int, default=0, help="random state of the bootstrap (default: 0)")
     parser.add_argument("--baseline", default="grpo", help="method the probability of improvement compares to")
+    parser.add_argument("--no-figures", action="store_true", help="write the tables only")
     args = parser.parse_args(argv)
-    build(args.runs, args.out, args.profile, args.config_dir, args.reps, args.seed, args.baseline)
+    build(args.runs, args.out, args.profile, args.config_dir, args.reps, args.seed, args.baseline,
+          figures=not args.no_figures)
 
 
 if __name__ == "__main__":

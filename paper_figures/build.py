@@ -83,7 +83,8 @@ def write_figures(results: Results, ctx: tables.Context, rliable_frames: dict, f
 
 
 def build(runs_dir: str | Path = "results/runs", out_dir: str | Path = "results", profile: str | None = None,
-          config_dir: str | Path = "config", reps: int = 2000, seed: int = 0, baseline: str = "grpo") -> list[Path]:
+          config_dir: str | Path = "config", reps: int = 2000, seed: int = 0, baseline: str = "grpo",
+          figures: bool = True) -> list[Path]:
     """Read every finished run under ``runs_dir``; write ``out_dir``/tables and ``out_dir``/figures.
 
     With a ``profile`` the grid's unfinished runs are marked in the tables ("—" or "(n/N)" seeds) and listed in
@@ -96,7 +97,7 @@ def build(runs_dir: str | Path = "results/runs", out_dir: str | Path = "results"
                          reps=reps, seed=seed)
     out_dir = Path(out_dir)
     table_paths, rliable_frames = write_tables(results, ctx, out_dir / "tables")
-    figure_paths = write_figures(results, ctx, rliable_frames, out_dir / "figures")
+    figure_paths = write_figures(results, ctx, rliable_frames, out_dir / "figures") if figures else []
     print(f"paper_figures: {len(results.runs)} finished run(s), {len(missing_runs(results, expected))} missing; "
           f"wrote {len(table_paths)} table and {len(figure_paths)} figure files under {out_dir} "
           f"in {time.perf_counter() - started:.1f} s")

@@ -26,7 +26,7 @@ class Results:
 
     @property
     def final_episodes(self) -> pd.DataFrame:
-        return self.evals[self.evals["final"]]
+        return self.evals[self.evals["final"].astype(bool)]
 
     @property
     def benchmarks(self) -> list[str]:

@@ -48,15 +48,24 @@ def seed_band(frame: pd.DataFrame, x: str, y: str) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["method", x, "mean", "half", "n"])
 
 
-def draw_bands(ax, band: pd.DataFrame, x: str, colors: dict, scale: float = 1.0) -> None:
+def draw_bands(ax, band: pd.DataFrame, x: str, colors: dict, scale: float = 1.0, limits=(-np.inf, np.inf)) -> None:
+    """Mean line and CI band per method; ``limits`` clip the band to the metric's range (a rate stays in
+    [0, 1] even when two seeds give a wide t interval)."""
     for method, line in band.groupby("method", sort=False):
         line = line.sort_values(x).dropna(subset=["mean"])
         if line.empty:
             continue
         color = colors.get(method)
+        low, high = (np.clip(line["mean"] + sign * line["half"], *limits) * scale for sign in (-1, 1))
         ax.plot(line[x], line["mean"] * scale, color=color, label=render.method_name(method), lw=1.6)
-        ax.fill_between(line[x], (line["mean"] - line["half"]) * scale, (line["mean"] + line["half"]) * scale,
-                        color=color, alpha=0.2, lw=0)
+        ax.fill_between(line[x], low, high, color=color, alpha=0.2, lw=0)
+
+
+def smooth(frame: pd.DataFrame, column: str, window: int) -> pd.DataFrame:
+    """Trailing rolling mean of ``column`` over steps within each run (training success is noisy per step)."""
+    frame = frame.sort_values(["method", "seed", "step"]).copy()
+    frame[column] = frame.groupby(["method", "seed"])[column].transform(lambda s: s.rolling(window, 1).mean())
+    return frame
 
 
 def _legend(fig, axes) -> None:
@@ -84,13 +93,15 @@ def learning_curves(results, methods: list[str], benchmarks: list[str], out_dir:
     for row, bench in enumerate(benchmarks):
         evals = results.evals[results.evals["benchmark"] == bench]
         per_run = evals.groupby(["method", "seed", "step"])["success"].mean().reset_index()
-        draw_bands(axes[row, 0], _ordered(seed_band(per_run, "step", "success"), methods), "step", colors, 100)
+        draw_bands(axes[row, 0], _ordered(seed_band(per_run, "step", "success"), methods), "step", colors, 100, (0, 1))
         axes[row, 0].set(title=f"{render.benchmark_name(bench)}: eval success", xlabel="training step", ylabel="success %")
         if train_column:
             train = results.metrics[results.metrics["benchmark"] == bench][["method", "seed", "step", train_column]]
-            band = seed_band(train.dropna(), "step", train_column)
-            draw_bands(axes[row, 1], _ordered(band, methods), "step", colors, 100)
-            axes[row, 1].set(title=f"{render.benchmark_name(bench)}: training success", xlabel="training step",
+            window = max(1, int(train["step"].max()) // 20) if len(train) else 1
+            band = seed_band(smooth(train.dropna(), train_column, window), "step", train_column)
+            draw_bands(axes[row, 1], _ordered(band, methods), "step", colors, 100, (0, 1))
+            axes[row, 1].set(title=f"{render.benchmark_name(bench)}: training success (mean of {window} steps)",
+                             xlabel="training step",
                              ylabel="success %")
     _legend(fig, axes)
     return save(fig, out_dir, "learning_curves")

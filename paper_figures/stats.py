@@ -70,16 +70,22 @@ AGGREGATE_NAMES = ("IQM", "Mean")
 
 
 def _random_state(seed: int) -> np.random.RandomState:
-    # rliable (through arch) takes a legacy RandomState; a fixed one makes the tables reproducible.
     return np.random.RandomState(seed)
 
 
 @contextmanager
-def _quiet_arch():
-    # rliable 1.2 hands arch 7.2 a `random_state`, which arch deprecates with a warning on every call
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="random_state is deprecated", category=FutureWarning)
-        yield
+def _seeded(seed: int):
+    """rliable 1.2's stratified bootstrap draws its indices from numpy's *global* generator (its
+    ``random_state`` argument only reaches arch), so seed that generator for the call and restore it after;
+    also silence arch 7.2's deprecation warning about the ``random_state`` rliable passes."""
+    saved = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="random_state is deprecated", category=FutureWarning)
+            yield
+    finally:
+        np.random.set_state(saved)
 
 
 def interval_estimates(
@@ -88,7 +94,7 @@ def interval_estimates(
     """{method: {"IQM"|"Mean": (point, ci_low, ci_high)}} with rliable's stratified bootstrap (95%)."""
     from rliable import library as rly
 
-    with _quiet_arch():
+    with _seeded(seed):
         points, intervals = rly.get_interval_estimates(
             dict(score_dict), _aggregates, reps=reps, random_state=_random_state(seed)
         )
@@ -110,7 +116,7 @@ def improvement_over(
     pairs = {m: (scores, score_dict[baseline]) for m, scores in score_dict.items() if m != baseline}
     if not pairs:
         return {}
-    with _quiet_arch():
+    with _seeded(seed):
         points, intervals = rly.get_interval_estimates(
             pairs, probability_of_improvement, reps=reps, random_state=_random_state(seed)
         )
@@ -131,7 +137,7 @@ def performance_profiles(
     from rliable import library as rly
 
     taus = np.asarray(taus, dtype=float)
-    with _quiet_arch():
+    with _seeded(seed):
         points, intervals = rly.get_interval_estimates(
             dict(score_dict), lambda s: score_distribution(s, taus), reps=reps, random_state=_random_state(seed)
         )

@@ -43,7 +43,10 @@ def gated_distillation(
     # where() after the difference: its backward sends exactly 0 to padding, whatever logp holds there
     diff = torch.where(mask, teacher_logp.detach() - logp, 0.0)
     gap = diff.detach()
-    gate = torch.full_like(gap, 0.5) if beta == 0 else gap.mul(beta).sigmoid_()
+    if beta == 0:  # a constant gate: no token tensor to build (memory-bound work)
+        gate = torch.full((), 0.5, dtype=gap.dtype, device=gap.device).expand_as(gap)
+        return aggregate(diff * 0.5, mask, agg_mode), gate, gap
+    gate = gap.mul(beta).sigmoid_()
     return aggregate(gate * diff, mask, agg_mode), gate, gap
 
 

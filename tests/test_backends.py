@@ -11,7 +11,7 @@ from harness.backends.hf import HFBackend, sample_tokens
 from harness.config import BackendConfig
 from harness.logprobs import pad_left, pad_right, response_logprobs
 from harness.models import chat_prompt_ids, end_of_turn_id, warm_start
-from tiny_corpus import build_and_load, prompt, response
+from tiny_corpus import build_and_load, one_torch_thread, prompt, response  # noqa: F401
 
 SAMPLING = dict(temperature=1.0, top_p=1.0, max_new_tokens=12, max_prompt_tokens=512)
 
@@ -60,13 +60,19 @@ def test_generation_is_deterministic_per_seed(policy, prompts):
 @pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 1.0), (0.7, 0.9), (0.0, 1.0)])
 def test_backend_logprobs_equal_recomputed_logprobs(policy, prompts, temperature, top_p):
     model, tokenizer = policy
-    gens = HFBackend(model, tokenizer, batch_size=4).generate(
-        prompts, **{**SAMPLING, "temperature": temperature, "top_p": top_p}, seed=0)
+    gens = HFBackend(model, tokenizer, batch_size=5).generate(  # duplicates share one prefill
+        prompts + prompts[:3], **{**SAMPLING, "temperature": temperature, "top_p": top_p}, seed=0)
     scored = rescore(model, tokenizer, gens, temperature or 1.0)
     rollout = torch.zeros_like(scored)
     for i, g in enumerate(gens):
         rollout[i, :len(g.logprobs)] = torch.tensor(g.logprobs)
     assert torch.allclose(scored, rollout, atol=1e-4), (scored - rollout).abs().max()
+
+
+def test_rows_with_the_same_prompt_sample_independently(policy, prompts):
+    gens = HFBackend(*policy).generate([prompts[0]] * 8, **SAMPLING, seed=0)
+    assert len({tuple(g.response_ids) for g in gens}) > 1
+    assert all(g.prompt_ids == gens[0].prompt_ids for g in gens)
 
 
 def test_long_prompts_are_left_truncated(policy):

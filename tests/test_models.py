@@ -19,7 +19,7 @@ from harness.models import (
     load_tokenizer,
     warm_start,
 )
-from tiny_corpus import build_and_load, corpus, prompt, response, tiny_config
+from tiny_corpus import build_and_load, corpus, one_torch_thread, prompt, response, tiny_config  # noqa: F401
 
 
 @pytest.fixture(scope="module")

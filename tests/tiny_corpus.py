@@ -7,6 +7,9 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
+import torch
+
 from harness.config import ModelConfig
 from harness.models import build_tiny_model, load_policy
 
@@ -42,3 +45,12 @@ def tiny_config(**shape) -> ModelConfig:
 def build_and_load(folder: Path, seed: int = 0):
     path = build_tiny_model(tiny_config(), corpus(), folder, seed=seed)
     return load_policy(path, "float32", "cpu")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Tiny models gain nothing from a second thread, and OpenMP threads spin badly on a busy 2-core machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

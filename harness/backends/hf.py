@@ -55,14 +55,21 @@ class HFBackend:
     def _sample(self, prompt_ids: list[list[int]], temperature: float, top_p: float, max_new_tokens: int,
                 generator: torch.Generator) -> tuple[Tensor, Tensor]:
         """Returns sampled tokens and their log-probs, ``(rows, steps)``; rows stop at their first stop token."""
-        ids, mask = pad_left(prompt_ids, self.tokenizer.pad_token_id)
+        # Prefill each distinct prompt once (the G rollouts of a task share their first prompt, and rollouts often
+        # revisit the same state), then copy its cache rows to every row that asked for it.
+        unique: dict[tuple[int, ...], int] = {}
+        row_of = torch.tensor([unique.setdefault(tuple(p), len(unique)) for p in prompt_ids], device=self.device)
+        ids, mask = pad_left([list(p) for p in unique], self.tokenizer.pad_token_id)
         ids, mask = ids.to(self.device), mask.to(self.device).long()
         positions = position_ids_from_mask(mask)
         cache = _new_cache(self.model.config)
+        logits = self._forward(ids, mask, positions, cache)
+        if len(unique) < len(prompt_ids):
+            cache.batch_select_indices(row_of)
+            logits, mask, positions = logits[row_of], mask[row_of], positions[row_of]
         stop = torch.tensor(self.stop_ids, device=self.device)
         finished = torch.zeros(len(prompt_ids), dtype=torch.bool, device=self.device)
         tokens, logps = [], []
-        logits = self._forward(ids, mask, positions, cache)
         next_position = positions[:, -1:] + 1  # every row ends with a real token (left padding)
         for step in range(max_new_tokens):
             token, logp = sample_tokens(logits, temperature, top_p, generator)

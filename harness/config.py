@@ -62,7 +62,6 @@ class RolloutConfig:
     max_env_steps: int | None = None  # None = the benchmark's own limit (ALFWorld 50, WebShop 15)
     think: bool = True  # require <think>...</think> before <action>...</action>
     require_admissible: bool = False  # an action outside the admissible list counts as invalid
-    invalid_action_penalty: float = 0.1
     env_workers: int = 4  # worker processes stepping envs; 0 = in this process
     generation_batch: int = 64  # envs generated for in one forward batch
 

@@ -58,4 +58,6 @@ def ppo_update(model, optimizer, accelerator, batch: StepBatch, advantages: torc
             sums["grad_norm"] += float(grad_norm)
             counts["grad_norm"] += 1
     model.eval()
-    return {f"actor/{k}": sums[k] / counts[k] for k in sums}
+    sums["actor/grad_norm"] = sums.pop("grad_norm")
+    counts["actor/grad_norm"] = counts.pop("grad_norm")
+    return {k: sums[k] / counts[k] for k in sums}  # policy_loss names its metrics (actor/..., method/...)

@@ -5,7 +5,8 @@
 
 Both sides play the same episodes: each of ``--tasks`` train tasks ``--copies`` times, a seeded random policy
 over the admissible actions, at most ``--episode-steps`` actions per episode. Timed: every reset and step
-(games are built once beforehand, so one-time generation is not timed; worker start-up is not timed either).
+(games are built once beforehand, so one-time generation is not timed; worker start-up is not timed either;
+every timed reset loads a game other than the env's previous one, as in a rollout).
 Prints steps/s serial, steps/s vectorised, and their ratio.
 """
 from __future__ import annotations
@@ -46,7 +47,8 @@ def vector_steps_per_s(benchmark, tasks, episode_steps: int, seed: int, workers:
     with VectorEnv(benchmark.make_env, num_workers=workers) as venv:
         venv.reset(tasks)  # warm-up: starts the workers and loads every game once
         start = time.perf_counter()
-        observations = venv.reset(tasks)
+        # rotated, so that every env loads another game, as in a rollout (and as the serial env does)
+        observations = venv.reset(tasks[1:] + tasks[:1])
         live = [o.info.get("failure_reason") is None for o in observations]
         for _ in range(episode_steps):
             actions = [choose(rng, o) if ok else None for o, ok in zip(observations, live)]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -35,6 +36,24 @@ class NullTracker:
     def end(self, status: str = "FINISHED") -> None: ...
 
 
+@contextmanager
+def _store_lock(uri: str):
+    """Serialise the first touch of a sqlite store: parallel jobs of the workflow otherwise race to create its
+    tables, and MLflow's schema migration fails in the loser ("expected to match one row ... 0 found")."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    import fcntl
+
+    lock_path = Path(uri[len("sqlite:///"):] + ".lock")
+    with lock_path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 class MlflowTracker:
     def __init__(self, uri: str, artifact_root: str, experiment: str, run_name: str, run_dir: Path,
                  params: Mapping[str, Any], tags: Mapping[str, str]):
@@ -42,8 +61,9 @@ class MlflowTracker:
 
         if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
             Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
-        self.client = MlflowClient(tracking_uri=uri)
-        experiment_id = self._experiment_id(experiment, artifact_root)
+        with _store_lock(uri):
+            self.client = MlflowClient(tracking_uri=uri)
+            experiment_id = self._experiment_id(experiment, artifact_root)
         id_file = run_dir / RUN_ID_FILE
         if id_file.exists():  # resume: continue the same MLflow run
             self.run_id = id_file.read_text().strip()

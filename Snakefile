@@ -13,7 +13,7 @@ Config keys (``--config key=value``):
     config_dir   where profiles live (default config)
     results      where tables/ and figures/ go (default results)
     train_cmd    the training command (default: this Python's ``-m harness train``); it gets
-                 ``--config <profile.yaml> benchmark=... method=... [method.<opt>=...] seed=...``
+                 ``--config <profile.yaml> --resume benchmark=... method=... [method.<opt>=...] seed=...``
     reps         bootstrap resamples for the rliable statistics (default 2000)
 
 A finished run folder holds ``done.json`` (written last by the engine), the train job's only output: a run whose
@@ -71,7 +71,8 @@ rule train:
         mem_mb=GRID.resources["mem_mb"],
         runtime=GRID.resources["runtime_min"],
     shell:
-        "{TRAIN_CMD} --config {params.profile} {params.overrides} > {log} 2>&1"
+        # --resume: a run cut off earlier (killed, preempted, crashed) continues from its last checkpoint
+        "{TRAIN_CMD} --config {params.profile} --resume {params.overrides} > {log} 2>&1"
 
 
 rule paper_figures:

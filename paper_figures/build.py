@@ -76,7 +76,7 @@ def write_figures(results: Results, ctx: tables.Context, rliable_frames: dict, f
         out += plots.diagnostics(results, methods, bench, figures_dir)
         if bench in rliable_frames:
             out += plots.rliable_intervals(rliable_frames[bench], methods, bench, ctx.baseline, figures_dir)
-    profiles = {b: stats.performance_profiles(tables.score_matrices(results, b, "score"), np.linspace(0, 1, 51),
+    profiles = {b: stats.performance_profiles(tables.score_matrices(results, b, "score"), np.linspace(0, 1, 50, endpoint=False),
                                               reps=ctx.reps, seed=ctx.seed) for b in benchmarks}
     out += plots.performance_profiles(profiles, methods, benchmarks, "score", figures_dir)
     return out

@@ -68,15 +68,20 @@ def smooth(frame: pd.DataFrame, column: str, window: int) -> pd.DataFrame:
     return frame
 
 
-def _legend(fig, axes) -> None:
-    handles, labels = {}, {}
+def _legend(fig, axes, methods: list[str]) -> None:
+    """One legend under the panels, in the methods' order, with room made for it."""
+    handles = {}
     for ax in np.ravel(axes):
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
-    if handles:
-        fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=min(len(handles), 4),
-                   bbox_to_anchor=(0.5, -0.02), frameon=False)
-        fig.tight_layout(rect=(0, 0.06 + 0.03 * (len(handles) > 4), 1, 1))
+    labels = [render.method_name(m) for m in methods if render.method_name(m) in handles]
+    if not labels:
+        fig.tight_layout()
+        return
+    ncol = min(len(labels), 4)
+    fig.legend([handles[label] for label in labels], labels, loc="lower center", ncol=ncol, frameon=False)
+    legend_inches = 0.3 * math.ceil(len(labels) / ncol) + 0.15
+    fig.tight_layout(rect=(0, legend_inches / fig.get_figheight(), 1, 1))
 
 
 def _ordered(band: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
@@ -103,7 +108,7 @@ def learning_curves(results, methods: list[str], benchmarks: list[str], out_dir:
             axes[row, 1].set(title=f"{render.benchmark_name(bench)}: training success (mean of {window} steps)",
                              xlabel="training step",
                              ylabel="success %")
-    _legend(fig, axes)
+    _legend(fig, axes, methods)
     return save(fig, out_dir, "learning_curves")
 
 
@@ -129,7 +134,7 @@ def diagnostics(results, methods: list[str], benchmark: str, out_dir: Path) -> l
     for ax in axes.ravel()[len(columns):]:
         ax.set_visible(False)
     fig.suptitle(f"{render.benchmark_name(benchmark)}: method diagnostics")
-    _legend(fig, axes)
+    _legend(fig, axes, methods)
     return save(fig, out_dir, f"diagnostics_{benchmark}")
 
 
@@ -167,5 +172,5 @@ def performance_profiles(profiles: dict, methods: list[str], benchmarks: list[st
             ax.plot(taus, fraction, color=colors[method], label=render.method_name(method), lw=1.6)
             ax.fill_between(taus, interval[0], interval[1], color=colors[method], alpha=0.2, lw=0)
         ax.set(title=render.benchmark_name(bench), xlabel=f"{metric} threshold τ", ylabel=f"fraction of runs × tasks > τ")
-    _legend(fig, axes)
+    _legend(fig, axes, methods)
     return save(fig, out_dir, "performance_profiles")

@@ -26,12 +26,10 @@ def dry_run(*args: str, cwd: Path = REPO) -> dict[str, int]:
     return {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", done.stdout, flags=re.M)}
 
 
-@pytest.mark.skipif(not (REPO / "config" / "paper.yaml").exists(), reason="config/paper.yaml not written yet")
 def test_paper_dry_run_lists_36_train_jobs():
     assert dry_run("--config", "profile=paper") == {"train": 36, "paper_figures": 1, "all": 1, "total": 38}
 
 
-@pytest.mark.skipif(not (REPO / "config" / "paper.yaml").exists(), reason="config/paper.yaml not written yet")
 def test_slurm_profile_dry_run_lists_36_train_jobs():
     counts = dry_run("--profile", str(REPO / "profiles" / "slurm"), "--config", "profile=paper")
     assert counts["train"] == 36
@@ -45,6 +43,11 @@ def test_paper_grid_runs_and_commands():
     assert sorted({r.seed for r in grid.runs}) == [0, 1, 2]
     assert grid.resources["gpus"] == 1
     assert grid.run("webshop/sharpo/seed2").overrides() == ["benchmark=webshop", "method=sharpo", "seed=2"]
+
+
+def test_tiny_grid_is_the_paper_grid_on_the_cpu():
+    tiny, paper = load_grid("tiny", REPO / "config"), load_grid("paper", REPO / "config")
+    assert {r.key for r in tiny.runs} == {r.key for r in paper.runs} and tiny.resources["gpus"] == 0
 
 
 def test_smoke_grid_is_two_runs():

@@ -63,6 +63,7 @@ rule train:
     log:
         RESULTS + "/logs/{benchmark}/{label}/seed{seed}.log",
     params:
+        train_cmd=TRAIN_CMD,
         overrides=lambda w: " ".join(GRID.run(f"{w.benchmark}/{w.label}/seed{w.seed}").overrides()),
         profile=shlex.quote(str(GRID.profile_path)),
     threads: GRID.resources["threads"]
@@ -72,7 +73,7 @@ rule train:
         runtime=GRID.resources["runtime_min"],
     shell:
         # --resume: a run cut off earlier (killed, preempted, crashed) continues from its last checkpoint
-        "{TRAIN_CMD} --config {params.profile} --resume {params.overrides} > {log} 2>&1"
+        "{params.train_cmd} --config {params.profile} --resume {params.overrides} > {log} 2>&1"
 
 
 rule paper_figures:

@@ -112,3 +112,21 @@ def test_killed_workflow_finishes_only_the_missing_runs(tmp_path: Path):
     finished_keys = {str(p.parent.relative_to(tmp_path / "runs")) for p in finished}
     assert set(rerun) == {f"alfworld/{m}/seed{s}" for m in ("grpo", "sharpo") for s in (0, 1)} - finished_keys
     assert len(rerun) == len(set(rerun))
+
+
+def test_finished_runs_are_not_retrained_when_the_workflow_changes(tmp_path: Path):
+    """Snakemake re-runs a job whose command changed, deleting its output first; a finished run must survive
+    that (profiles/default: rerun-triggers mtime), so only a run without done.json is ever trained."""
+    env = {**os.environ, "FAKE_TRAIN_LOG": str(tmp_path / "invocations.log")}
+    base = [*SNAKEMAKE, "runs", "--cores", "2", "--directory", str(tmp_path), "--config", "profile=grid4",
+            f"config_dir={FIXTURES}"]
+    fake = f"{sys.executable} {FIXTURES / 'fake_train.py'}"
+    first = subprocess.run([*base, f"train_cmd={fake}"], env=env, capture_output=True, text=True, timeout=120)
+    assert first.returncode == 0, first.stdout + first.stderr
+    (tmp_path / "runs" / "alfworld" / "sharpo" / "seed1" / "done.json").unlink()  # one run lost its marker
+    changed = subprocess.run([*base, f"train_cmd=env CHANGED=1 {fake}"], env=env, capture_output=True, text=True,
+                             timeout=120)
+    assert changed.returncode == 0, changed.stdout + changed.stderr
+    runs = (tmp_path / "invocations.log").read_text().splitlines()
+    assert sorted(runs[:4]) == sorted(f"alfworld/{m}/seed{s}" for m in ("grpo", "sharpo") for s in (0, 1))
+    assert runs[4:] == ["alfworld/sharpo/seed1"]

@@ -14,7 +14,6 @@ class AlfworldConfig:
     data_path: str | None = None
     source: str = "auto"  # "auto" | "official" | "generated"
     max_steps: int = 50
-    invalid_action_penalty: bool = True  # apply the step-row penalty of GRPO's score for invalid actions
     train_panel_size: int | None = None  # None = profile default
     eval_panel_size: int | None = None  # None = profile default (paper: 134 eval-out games)
     cache_dir: str = "results/cache/alfworld"

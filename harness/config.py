@@ -48,6 +48,8 @@ class BackendConfig:
     name: Literal["hf", "vllm"] = "vllm"
     gpu_memory_utilization: float = 0.6
     tensor_parallel_size: int = 1
+    max_model_len: int | None = None  # vllm: longest prompt + response it must hold (None = the model's limit)
+    enforce_eager: bool = False  # vllm: skip CUDA-graph capture (faster start, slower decode)
 
 
 @dataclass

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.config import ModelConfig
 from harness.models import build_tiny_model, load_policy
 
 OBJECTS = ["apple 1", "mug 2", "knife 1", "towel 3", "book 1", "desklamp 1", "cabinet 4", "drawer 2",
@@ -38,12 +37,18 @@ def corpus(n: int = 200, seed: int = 0) -> list[str]:
     return [text for _ in range(n) for text in (prompt(rng), response(rng))]
 
 
-def tiny_config(**shape) -> ModelConfig:
+def tiny_config(**shape):
+    # imported here: the vLLM test venv installs the project without its dependencies (harness.config pulls in
+    # the benchmarks' packages); build_tiny_model only reads the tiny_* fields
+    try:
+        from harness.config import ModelConfig
+    except ImportError:
+        from types import SimpleNamespace as ModelConfig
     return ModelConfig(dtype="float32", **{**SHAPE, **shape})
 
 
-def build_and_load(folder: Path, seed: int = 0):
-    path = build_tiny_model(tiny_config(), corpus(), folder, seed=seed)
+def build_and_load(folder: Path, seed: int = 0, **shape):
+    path = build_tiny_model(tiny_config(**shape), corpus(), folder, seed=seed)
     return load_policy(path, "float32", "cpu")
 
 

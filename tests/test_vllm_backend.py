@@ -54,6 +54,8 @@ def test_logprobs_match_the_trainers_recomputation(engine, prompts):
 
 def test_generation_is_deterministic_per_seed(engine, prompts):
     *_, backend = engine
+    rng = random.Random(4)
+    prompts = prompts + [prompt(rng, sentences=40) for _ in range(16)]  # > one engine step of prompt tokens
     first = [g.response_ids for g in backend.generate(prompts, **SAMPLING, seed=1)]
     assert first == [g.response_ids for g in backend.generate(prompts, **SAMPLING, seed=1)]
     assert first != [g.response_ids for g in backend.generate(prompts, **SAMPLING, seed=2)]

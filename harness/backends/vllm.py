@@ -43,8 +43,16 @@ class VLLMBackend:
         except ImportError as err:
             raise ImportError("backend 'vllm' needs the vllm package: `pip install -e '.[gpu]'` on a GPU machine, "
                               "or `bash scripts/setup_vllm_cpu.sh` for the CPU test venv (.venv-vllm)") from err
+        from vllm.platforms import current_platform
+
         self.tokenizer = tokenizer
         self.stop_ids = stop_token_ids(tokenizer)
+        extra = {}
+        if current_platform.is_cpu():
+            # vLLM rewinds a seeded request's generator when its prefill is split over steps, which CPU generators
+            # cannot do ("CPU Generator does not use offset"): prefill every prompt in one step instead.
+            longest = cfg.max_model_len or model.config.max_position_embeddings
+            extra = {"enable_chunked_prefill": False, "max_num_batched_tokens": max(longest, 8192)}
         self.llm = LLM(
             model=folder,
             skip_tokenizer_init=True,
@@ -55,6 +63,7 @@ class VLLMBackend:
             enforce_eager=cfg.enforce_eager,
             logprobs_mode="processed_logprobs",
             seed=0,
+            **extra,
         )
 
     def generate(self, prompts: list[str], *, temperature: float, top_p: float, max_new_tokens: int,

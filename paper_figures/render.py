@@ -25,7 +25,12 @@ METHOD_NAMES = {
     "sharpo": "SHARPO",
 }
 BENCHMARK_NAMES = {"alfworld": "ALFWorld", "webshop": "WebShop"}
-# ALFWorld's six task types in the order papers print them
+# ALFWorld's six task types, by the short names and in the order papers print them
+CATEGORY_NAMES = {
+    "pick_and_place_simple": "pick", "look_at_obj_in_light": "look", "pick_clean_then_place_in_recep": "clean",
+    "pick_heat_then_place_in_recep": "heat", "pick_cool_then_place_in_recep": "cool",
+    "pick_two_obj_and_place": "pick2",
+}
 CATEGORY_ORDER = ["pick", "look", "clean", "heat", "cool", "pick2"]
 OPTION_SYMBOLS = {"lam": "λ", "tau": "τ", "beta": "β", "alpha": "α", "lam_mix": "λ_mix"}
 
@@ -61,9 +66,13 @@ def method_name(label: str) -> str:
     return f"{name} ({', '.join(shown)})"
 
 
+def category_name(category: str) -> str:
+    return CATEGORY_NAMES.get(category, category)
+
+
 def order_categories(categories) -> list[str]:
     rank = {c: i for i, c in enumerate(CATEGORY_ORDER)}
-    return sorted(set(categories), key=lambda c: (rank.get(c, len(rank)), c))
+    return sorted(set(categories), key=lambda c: (rank.get(category_name(c), len(rank)), c))
 
 
 def benchmark_name(benchmark: str) -> str:

@@ -93,7 +93,7 @@ def breakdown_table(results: Results, ctx: Context, benchmark: str, column: str,
         for category in [*categories, "all"]:
             rows = per_run_all if category == "all" else per_run[per_run[column].astype(str) == category]
             cell, (mean, half, n) = _cell(rows.loc[rows["method"] == method, value], expected)
-            line[category] = cell
+            line[render.category_name(category)] = cell
             tidy.append({"benchmark": benchmark, "method": method, column: category, "n_seeds": n,
                          f"{value}_pct": mean * 100, "ci95_pct": half * 100})
         display.append(line)

@@ -114,6 +114,7 @@ def test_killed_workflow_finishes_only_the_missing_runs(tmp_path: Path):
     assert len(rerun) == len(set(rerun))
 
 
+@pytest.mark.slow  # ~25 s: two snakemake start-ups and five fake runs
 def test_finished_runs_are_not_retrained_when_the_workflow_changes(tmp_path: Path):
     """Snakemake re-runs a job whose command changed, deleting its output first; a finished run must survive
     that (profiles/default: rerun-triggers mtime), so only a run without done.json is ever trained."""

@@ -9,7 +9,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-TASK_TYPES = {"alfworld": ["pick", "look", "clean", "heat", "cool", "pick2"], "webshop": ["shop"]}
+TASK_TYPES = {  # as the engine logs them (ALFWorld's own names), in an order unlike the table's
+    "alfworld": ["pick_two_obj_and_place", "look_at_obj_in_light", "pick_clean_then_place_in_recep",
+                 "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep", "pick_and_place_simple"],
+    "webshop": ["shop"],
+}
 
 
 def write_run(root: Path, benchmark: str, method: str, seed: int, p_success: float, steps: int = 4,

@@ -44,8 +44,8 @@ def main() -> None:
         model, tokenizer = load_policy(path, "float32", "cpu")
     backend = HFBackend(model, tokenizer)
     print(f"threads={args.threads} params={model.num_parameters()} vocab={len(tokenizer)}")
-    for rows in (16, 64):
-        prompts = [prompt(rng, sentences=rng.randint(20, 45)) for _ in range(rows)]
+    for rows, distinct in ((16, 16), (64, 64), (64, 16)):  # (64, 16): 16 tasks x 4 rollouts on their first turn
+        prompts = [prompt(rng, sentences=rng.randint(20, 45)) for _ in range(distinct)] * (rows // distinct)
         best = float("inf")
         for repeat in range(args.repeats):
             start = time.perf_counter()
@@ -63,7 +63,7 @@ def main() -> None:
         rollout = torch.zeros_like(scored)
         for i, g in enumerate(gens):
             rollout[i, :len(g.logprobs)] = torch.tensor(g.logprobs)
-        print(f"batch {rows}: prompts {min(prompt_lens)}-{max(prompt_lens)} tokens, {new_tokens} new tokens | "
+        print(f"batch {rows} ({distinct} distinct): prompts {min(prompt_lens)}-{max(prompt_lens)} tokens, {new_tokens} new tokens | "
               f"generate {best:.3f} s/batch, {new_tokens / best:.0f} new tok/s, "
               f"{(sum(prompt_lens) + new_tokens) / best:.0f} total tok/s | "
               f"rescore {score_s:.3f} s | max |logp gap| {(scored - rollout).abs().max().item():.2e}")

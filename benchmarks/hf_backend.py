@@ -15,7 +15,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the repo first: benchmarks/envs.py must not shadow envs/
 from tiny_corpus import OBJECTS, VERBS, prompt  # noqa: E402
 
 from harness.backends.hf import HFBackend  # noqa: E402

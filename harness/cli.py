@@ -49,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # one bar per save/load of a tiny model is noise in the run logs
     from harness.config import ConfigError, load_config
 
     try:

@@ -40,6 +40,11 @@ class ModelConfig:
     warm_start_epochs: int = 0
     warm_start_lr: float = 1e-3
     warm_start_demos: int = 0  # train tasks the expert demonstrates (0 = the whole train panel)
+    warm_start_batch: int = 16  # demonstrations per optimizer step
+    warm_start_prompt_loss: float = 0.0  # weight of the next-token loss on prompt tokens (teaches copying)
+    warm_start_warmup: float = 0.0  # fraction of the optimizer steps with a linear learning-rate warm-up
+    warm_start_cosine: bool = False  # decay the learning rate to 0 on a cosine after the warm-up
+    warm_start_max_grad_norm: float | None = None  # gradient clipping (None = off)
     cache_dir: str = "results/models"
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import random
 import shutil
@@ -238,14 +239,21 @@ def load_policy(source: str | Path, dtype: str, device) -> tuple[PreTrainedModel
 # ---------------------------------------------------------------------------------------------------------
 # supervised warm start
 def warm_start(model, tokenizer, demos: list[tuple[str, str]], epochs: int, lr: float, seed: int,
-               batch_size: int = 16, log: Callable | None = None, max_prompt_tokens: int | None = None) -> dict:
+               batch_size: int = 16, log: Callable | None = None, max_prompt_tokens: int | None = None,
+               prompt_loss_weight: float = 0.0, warmup_fraction: float = 0.0, cosine: bool = False,
+               max_grad_norm: float | None = None) -> dict:
     """Supervised fine-tuning on (prompt, response) pairs; the loss covers the response tokens and ``<|im_end|>``.
 
     The prompt goes through the chat template exactly as in a rollout (left-truncated to ``max_prompt_tokens``);
     the response is tokenised on its own, as the policy would emit it after ``<|im_start|>assistant\\n``.
-    Returns ``{"loss_per_epoch": [...], "first_loss", "last_loss", "response_tokens", "seconds"}``.
+    ``prompt_loss_weight`` > 0 adds that weight times the mean next-token loss on the prompt tokens: a model built
+    from scratch learns to copy names from its context (the admissible actions repeat the observation's objects)
+    several times faster with it, since every prompt token then teaches. The learning rate warms up linearly over
+    ``warmup_fraction`` of the optimizer steps, then stays constant or (``cosine``) decays to 0.
+    Returns ``{"loss_per_epoch": [...], "first_loss", "last_loss", "response_tokens", "seconds"}``; the losses are
+    the response-token loss alone.
     """
-    from harness.logprobs import pad_left, pad_right, response_logprobs
+    from harness.logprobs import pad_left, pad_right
 
     if not demos:
         raise ValueError("warm_start: no demonstrations; pass (prompt, response) pairs from the benchmarks' experts")
@@ -257,6 +265,9 @@ def warm_start(model, tokenizer, demos: list[tuple[str, str]], epochs: int, lr: 
     responses = [ids + [eot] for ids in tokenizer([r for _, r in demos], add_special_tokens=False)["input_ids"]]
     device = next(model.parameters()).device
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    total_steps = epochs * -(-len(demos) // batch_size)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: _lr_factor(step, total_steps, warmup_fraction, cosine))
     order_rng = random.Random(seed)
     was_training = model.training
     model.train()
@@ -269,15 +280,17 @@ def warm_start(model, tokenizer, demos: list[tuple[str, str]], epochs: int, lr: 
             rows = order[start:start + batch_size]
             prompt_ids, prompt_mask = pad_left([prompts[i] for i in rows], tokenizer.pad_token_id)
             response_ids, response_mask = pad_right([responses[i] for i in rows], tokenizer.pad_token_id)
-            logp = response_logprobs(model, prompt_ids.to(device), prompt_mask.to(device), response_ids.to(device),
-                                     response_mask.to(device), micro_batch=batch_size)
-            n_tokens = response_mask.sum()
-            loss = -logp.sum() / n_tokens
+            response_loss, prompt_loss, n_tokens = _sft_losses(model, prompt_ids.to(device), prompt_mask.to(device),
+                                                               response_ids.to(device), response_mask.to(device))
+            loss = response_loss + prompt_loss_weight * prompt_loss if prompt_loss_weight else response_loss
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
+            if max_grad_norm:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
             optimizer.step()
-            total += loss.item() * n_tokens.item()
-            count += n_tokens.item()
+            scheduler.step()
+            total += response_loss.item() * n_tokens
+            count += n_tokens
         losses.append(total / count)
         if log is not None:
             log({"epoch": epoch, "sft_loss": losses[-1]})
@@ -286,3 +299,32 @@ def warm_start(model, tokenizer, demos: list[tuple[str, str]], epochs: int, lr: 
     return {"loss_per_epoch": losses, "first_loss": losses[0] if losses else None,
             "last_loss": losses[-1] if losses else None, "response_tokens": sum(map(len, responses)),
             "seconds": time.perf_counter() - started}
+
+
+def _lr_factor(step: int, total_steps: int, warmup_fraction: float, cosine: bool) -> float:
+    warmup = int(warmup_fraction * total_steps)
+    if step < warmup:
+        return (step + 1) / warmup
+    if not cosine:
+        return 1.0
+    progress = (step - warmup) / max(1, total_steps - warmup)
+    return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
+def _sft_losses(model, prompt_ids, prompt_mask, response_ids, response_mask):
+    """(mean response-token NLL, mean prompt-token NLL, number of response tokens) in one forward pass."""
+    from harness.logprobs import position_ids_from_mask
+
+    ids = torch.cat([prompt_ids, response_ids], dim=1)
+    mask = torch.cat([prompt_mask, response_mask], dim=1).bool()
+    logits = model(input_ids=ids, attention_mask=mask.long(), position_ids=position_ids_from_mask(mask)).logits
+    nll = torch.nn.functional.cross_entropy(logits[:, :-1].float().transpose(1, 2), ids[:, 1:], reduction="none")
+    target_mask = mask[:, 1:]
+    is_response = torch.zeros_like(mask)
+    is_response[:, prompt_ids.shape[1]:] = response_mask.bool()
+    is_response = is_response[:, 1:]
+    is_prompt = target_mask & mask[:, :-1] & ~is_response
+    n_response = int(is_response.sum())
+    response_loss = (nll * is_response).sum() / max(1, n_response)
+    prompt_loss = (nll * is_prompt).sum() / is_prompt.sum().clamp(min=1)
+    return response_loss, prompt_loss, n_response

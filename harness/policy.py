@@ -104,8 +104,12 @@ def build_warm_tiny_model(cfg, benchmark: Benchmark, model_dir: Path, log=print)
     stats = {}
     if cfg.model.warm_start_epochs > 0 and demos:
         log(f"warm start: {len(demos)} demonstration turns × {cfg.model.warm_start_epochs} epochs")
-        stats = warm_start(model, tokenizer, demos, epochs=cfg.model.warm_start_epochs, lr=cfg.model.warm_start_lr,
-                           seed=0)
+        m = cfg.model
+        stats = warm_start(model, tokenizer, demos, epochs=m.warm_start_epochs, lr=m.warm_start_lr, seed=0,
+                           batch_size=m.warm_start_batch, prompt_loss_weight=m.warm_start_prompt_loss,
+                           warmup_fraction=m.warm_start_warmup, cosine=m.warm_start_cosine,
+                           max_grad_norm=m.warm_start_max_grad_norm, max_prompt_tokens=cfg.rollout.max_prompt_tokens,
+                           log=lambda row: log(f"warm start epoch {row['epoch']}: response loss {row['sft_loss']:.3f}"))
     model_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(model_dir)
     tokenizer.save_pretrained(model_dir)

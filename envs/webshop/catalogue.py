@@ -51,10 +51,10 @@ class CatalogueError(ValueError):
     """The catalogue vocabulary breaks a matching rule (a bug in ``catalogue_spec``)."""
 
 
-def _asin(rng: random.Random, taken: set[str]) -> str:
+def _asin(rng: random.Random, taken: set[str], length: int) -> str:
     alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
     while True:
-        asin = "B0" + "".join(rng.choice(alphabet) for _ in range(8))
+        asin = "B0" + "".join(rng.choice(alphabet) for _ in range(length))
         if asin not in taken:
             taken.add(asin)
             return asin
@@ -135,7 +135,7 @@ def _make_goal(rng: random.Random, product: Product, ptype: ProductType, max_att
 
 
 @functools.lru_cache(maxsize=8)
-def build_catalogue(products_per_type: int, goals_per_product: int, max_option_groups: int, max_option_values: int,
+def build_catalogue(products_per_type: int, asin_length: int, goals_per_product: int, max_option_groups: int, max_option_values: int,
                     max_goal_attributes: int, eval_pool_size: int) -> Catalogue:
     """Generate (once per process and sizing) the products and goals; arguments = ``WebshopSettings.catalogue_key``."""
     rng = random.Random(CATALOGUE_SEED)
@@ -144,7 +144,7 @@ def build_catalogue(products_per_type: int, goals_per_product: int, max_option_g
         for ptype in ptypes:
             check_vocabulary(ptype)
             for _ in range(products_per_type):
-                product = _make_product(rng, category, ptype, _asin(rng, taken), max_option_groups,
+                product = _make_product(rng, category, ptype, _asin(rng, taken, asin_length), max_option_groups,
                                         max_option_values)
                 check_product(product, ptype)
                 products.append(product)

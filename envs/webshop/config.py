@@ -21,6 +21,7 @@ class WebshopConfig:
     think: bool | None = None
     # Task size (None = profile default; "paper" = WebShop's own semantics)
     products_per_type: int | None = None  # catalogue size = product types (20) x this
+    asin_length: int | None = None  # random characters after "B0" in a product id (WebShop: 8)
     goals_per_product: int | None = None
     max_option_groups: int | None = None  # option groups (size, color, ...) a product can have
     max_option_values: int | None = None  # values per option group
@@ -38,6 +39,7 @@ class WebshopSettings:
     max_steps: int
     think: bool
     products_per_type: int
+    asin_length: int
     goals_per_product: int
     max_option_groups: int
     max_option_values: int
@@ -52,19 +54,24 @@ class WebshopSettings:
 
     def catalogue_key(self) -> tuple:
         """The fields the generated catalogue and goals depend on (the cache key)."""
-        return (self.products_per_type, self.goals_per_product, self.max_option_groups, self.max_option_values,
+        return (self.products_per_type, self.asin_length, self.goals_per_product, self.max_option_groups,
+                self.max_option_values,
                 self.max_goal_attributes, self.eval_pool_size)
 
 
 # Why each tiny value: the engine trains a ~1M-parameter model on 2 CPU cores, so an episode is search, click the
 # product, click 1-2 options, buy (3-5 steps) with short admissible lists (<= 9 entries) and short prompts:
 # 6 products per type (120 products, 359 goals), 3 results per page out of 9, at most 2 option groups of 3
-# values, 2 attributes per goal, no Description/Features/Reviews pages, no no-op search button, no <think>.
+# values, 2 attributes per goal, no Description/Features/Reviews pages, no no-op search button, no <think>, and
+# product ids of 3 random characters after "B0" instead of 8 (a from-scratch 1M model copies the query from
+# its prompt within a few epochs, but not a 10-character random id: measured 0% success with WebShop's ids).
 PROFILE_DEFAULTS: dict[str, dict] = {
-    "paper": dict(think=True, products_per_type=50, goals_per_product=5, max_option_groups=3, max_option_values=5,
+    "paper": dict(think=True, products_per_type=50, asin_length=8, goals_per_product=5, max_option_groups=3,
+                  max_option_values=5,
                   max_goal_attributes=3, results_per_page=10, search_return_n=50, detail_pages=True,
                   search_button=True, train_panel_size=None, eval_panel_size=500, eval_pool_size=500),
-    "tiny": dict(think=False, products_per_type=6, goals_per_product=3, max_option_groups=2, max_option_values=3,
+    "tiny": dict(think=False, products_per_type=6, asin_length=3, goals_per_product=3, max_option_groups=2,
+                 max_option_values=3,
                  max_goal_attributes=2, results_per_page=3, search_return_n=9, detail_pages=False,
                  search_button=False, train_panel_size=None, eval_panel_size=50, eval_pool_size=100),
 }
@@ -89,7 +96,8 @@ def resolve(config: WebshopConfig, profile: str) -> WebshopSettings:
 
 
 def _check(settings: WebshopSettings) -> None:
-    positive = ["max_steps", "products_per_type", "goals_per_product", "max_option_values", "max_goal_attributes",
+    positive = ["max_steps", "products_per_type", "asin_length", "goals_per_product", "max_option_values",
+                "max_goal_attributes",
                 "results_per_page", "search_return_n", "eval_panel_size"]
     for name in positive:
         if getattr(settings, name) < 1:

@@ -33,8 +33,7 @@ CONFIG_DIR = str(config.get("config_dir", "config"))
 GRID = load_grid(PROFILE, CONFIG_DIR)
 RUNS = GRID.output_dir
 RESULTS = str(config.get("results", "results"))
-# --resume: a run killed mid-way (Ctrl-C, node failure) continues from its last checkpoint instead of failing
-TRAIN_CMD = str(config.get("train_cmd", f"{shlex.quote(sys.executable)} -m harness train --resume"))
+TRAIN_CMD = str(config.get("train_cmd", f"{shlex.quote(sys.executable)} -m harness train"))
 PYTHON = shlex.quote(sys.executable)
 RUN_DIR = RUNS + "/{benchmark}/{label}/seed{seed}"
 

@@ -43,6 +43,9 @@ class StepLog:
         self._write_csv(kept)
 
     def _write_csv(self, rows: list[dict]) -> None:
+        if not rows:  # no header to write: an empty file would not parse as csv
+            self.csv_path.unlink(missing_ok=True)
+            return
         tmp = self.csv_path.with_suffix(".csv.tmp")
         pd.DataFrame(rows).to_csv(tmp, index=False)
         tmp.replace(self.csv_path)

@@ -31,7 +31,7 @@ def smoke_results(tmp_path_factory):
 
 
 def test_smoke_runs_finish_with_protocol_and_metrics(smoke_results):
-    runs = sorted((smoke_results / "runs" / "alfworld").glob("*/seed0/done.json"))
+    runs = sorted((smoke_results / "runs" / "smoke" / "alfworld").glob("*/seed0/done.json"))
     assert [p.parent.parent.name for p in runs] == ["grpo", "sharpo"]
     for done_path in runs:
         run_dir = done_path.parent
@@ -46,7 +46,7 @@ def test_smoke_runs_finish_with_protocol_and_metrics(smoke_results):
 def test_smoke_tables_hold_the_runs_numbers(smoke_results):
     main = pd.read_csv(smoke_results / "tables" / "main.csv")
     text = main.to_csv()
-    for done_path in (smoke_results / "runs" / "alfworld").glob("*/seed0/done.json"):
+    for done_path in (smoke_results / "runs" / "smoke" / "alfworld").glob("*/seed0/done.json"):
         success = json.loads(done_path.read_text())["final_eval"]["success"]
         assert f"{100 * success:.1f}" in text or f"{100 * success:.2f}" in text, (success, text)
     for ext in ("md", "tex"):

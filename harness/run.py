@@ -8,13 +8,14 @@ from __future__ import annotations
 import copy
 import dataclasses
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
 from envs.base import Benchmark, TaskPanel, make_benchmark
+from envs.vector import VectorEnv
 from harness import checkpoint, registry
 from harness.backends import make_backend
 from harness.config import RunConfig, to_dict
@@ -55,7 +56,6 @@ class RunContext:
     start_step: int = 0
     elapsed_s: float = 0.0
     log: Callable = print
-    extra: dict = field(default_factory=dict)
 
     @property
     def device(self):
@@ -131,8 +131,6 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
     model.eval()
     if cfg.model.gradient_checkpointing and accelerator.device.type == "cuda":
         accelerator.unwrap_model(model).gradient_checkpointing_enable()
-
-    from envs.vector import VectorEnv
 
     tracker = make_tracker(cfg.tracking, experiment=cfg.benchmark, run_name=cfg.name, run_dir=run_dir,
                            params=to_dict(cfg) | {"method_options": protocol["method"]["options"]},

@@ -24,14 +24,14 @@ def smoke_results(tmp_path_factory):
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work),
            "--cores", "2", "--config", "profile=smoke"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
-    logs = "\n".join(p.read_text()[-3000:] for p in (work / "results" / "logs").rglob("*.log")) \
-        if (work / "results" / "logs").exists() else ""
+    logs = "\n".join(p.read_text()[-3000:] for p in (work / "results" / "smoke" / "logs").rglob("*.log")) \
+        if (work / "results" / "smoke" / "logs").exists() else ""
     assert done.returncode == 0, f"snakemake failed:\n{done.stderr[-4000:]}\n{logs}"
     return work / "results"
 
 
 def test_smoke_runs_finish_with_protocol_and_metrics(smoke_results):
-    runs = sorted((smoke_results / "runs" / "smoke" / "alfworld").glob("*/seed0/done.json"))
+    runs = sorted((smoke_results / "smoke" / "runs" / "alfworld").glob("*/seed0/done.json"))
     assert [p.parent.parent.name for p in runs] == ["grpo", "sharpo"]
     for done_path in runs:
         run_dir = done_path.parent
@@ -44,15 +44,15 @@ def test_smoke_runs_finish_with_protocol_and_metrics(smoke_results):
 
 
 def test_smoke_tables_hold_the_runs_numbers(smoke_results):
-    main = pd.read_csv(smoke_results / "tables" / "main.csv")
+    main = pd.read_csv(smoke_results / "smoke" / "tables" / "main.csv")
     text = main.to_csv()
-    for done_path in (smoke_results / "runs" / "smoke" / "alfworld").glob("*/seed0/done.json"):
+    for done_path in (smoke_results / "smoke" / "runs" / "alfworld").glob("*/seed0/done.json"):
         success = json.loads(done_path.read_text())["final_eval"]["success"]
         assert f"{100 * success:.1f}" in text or f"{100 * success:.2f}" in text, (success, text)
     for ext in ("md", "tex"):
-        assert (smoke_results / "tables" / f"main.{ext}").stat().st_size > 0
+        assert (smoke_results / "smoke" / "tables" / f"main.{ext}").stat().st_size > 0
     for ext in ("png", "pdf"):
-        assert (smoke_results / "figures" / f"learning_curves.{ext}").stat().st_size > 1000
+        assert (smoke_results / "smoke" / "figures" / f"learning_curves.{ext}").stat().st_size > 1000
 
 
 def test_smoke_runs_are_in_mlflow(smoke_results):

@@ -21,7 +21,8 @@ from harness.evaluate import evaluate
 from harness.run import RunContext, open_run
 from harness.run_files import write_done
 from harness.seeding import step_seed
-from harness.update import masked_mean, ppo_update, score
+from harness.loss import masked_mean
+from harness.update import ppo_update, score
 
 
 class RunFinishedError(RuntimeError):
@@ -49,7 +50,7 @@ def rl_step(ctx: RunContext, step: int) -> dict[str, float]:
     if ctx.ref_model is not None:
         batch = batch.with_columns(ref_logp=score(ctx.ref_model, batch, cfg.train.ppo_micro_batch, ctx.device))
     metrics = episode_metrics(trajs, prefix="train/")
-    metrics["logp_gap"] = masked_mean((old_logp - batch.rollout_logp).abs(), batch.response_mask)
+    metrics["logp_gap"] = float(masked_mean((old_logp - batch.rollout_logp).abs(), batch.response_mask))
 
     teacher_start = time.perf_counter()
     if ctx.method.teacher is not None:

@@ -25,10 +25,6 @@ def score(model, batch: StepBatch, micro_batch: int, device) -> torch.Tensor:
     return logp.float().cpu()
 
 
-def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
-    return (values * mask).sum().item() / max(mask.sum().item(), 1)
-
-
 def ppo_update(model, optimizer, accelerator, batch: StepBatch, advantages: torch.Tensor, method, train_cfg,
                step: int, seed: int) -> dict[str, float]:
     """``ppo_epochs`` passes over shuffled mini-batches of ``ppo_mini_batch`` rows; one optimiser step each."""

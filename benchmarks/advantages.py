@@ -9,10 +9,17 @@ dicts keyed by group id, one pass over the rows, per-row tensor slices for token
 ``--loop-repeats`` times over the full batch (2), each vectorised method ``--repeats`` times (7); the best
 run of each is kept. Outputs must agree to
 1e-6 relative to max(1, |value|) on every token. Target: ≥ 20× for every method.
+
+Allocator: glibc hands each fresh 8 MiB tensor back to the kernel on free, so every vectorised op pays page
+faults for new memory; that cost swung the same method 2-3× between runs. By default both sides run with
+glibc told to keep freed memory (``--malloc caching``), as PyTorch's own CUDA caching allocator does on the
+GPU. ``--malloc default`` measures the untouched allocator.
 """
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import math
 import sys
 import time
@@ -179,6 +186,17 @@ def timed(fn, batch, repeats):
     return out, min(times)
 
 
+def keep_freed_memory() -> bool:
+    """Tell glibc to serve large tensors from its heap and keep freed pages (a caching allocator)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    except OSError:
+        return False
+    m_trim_threshold, m_mmap_threshold = -1, -3  # mallopt parameter numbers from <malloc.h>
+    one_gib = 1 << 30
+    return bool(libc.mallopt(m_mmap_threshold, one_gib)) and bool(libc.mallopt(m_trim_threshold, one_gib))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=4096)
@@ -187,7 +205,10 @@ def main() -> int:
     parser.add_argument("--loop-repeats", type=int, default=2, help="runs of each loop over the full batch")
     parser.add_argument("--threads", type=int, default=1, help="torch threads for both sides (default 1: "
                         "on a shared 2-core machine, OpenMP barriers make small multi-threaded ops erratic)")
+    parser.add_argument("--malloc", choices=("caching", "default"), default="caching",
+                        help="caching: glibc keeps freed memory (steady state, see the module docstring)")
     args = parser.parse_args()
+    caching = args.malloc == "caching" and keep_freed_memory()
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     batch = random_batch(rows=args.rows, response_len=args.response_len, group_size=8, max_segments=50)
@@ -203,7 +224,7 @@ def main() -> int:
     ]
     n_traj = int(torch.unique(batch.traj_id).numel())
     print(f"batch: {batch.num_rows} rows × {args.response_len} tokens, {n_traj} rollouts in groups of 8, "
-          f"torch threads {torch.get_num_threads()}")
+          f"torch threads {torch.get_num_threads()}, allocator {'caching' if caching else 'glibc default'}")
     print(f"{'method':<22}{'vectorised ms':>15}{'loop ms':>12}{'speed-up':>11}{'max rel diff':>15}  ok")
     failures = 0
     for name, fast_fn, loop_fn in cases:

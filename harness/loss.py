@@ -30,17 +30,28 @@ def aggregate(loss_mat: Tensor, mask: Tensor, mode: AggMode = "token-mean", scal
     """
     # where(), not a product: padding may hold NaN or inf, which must not reach the value or the gradient
     masked = torch.where(mask.bool(), loss_mat, torch.zeros((), dtype=loss_mat.dtype, device=loss_mat.device))
-    if mode == "token-mean":
-        return masked.sum() / max(int(torch.count_nonzero(mask)), 1)
-    tokens_per_row = mask.sum(dim=-1, dtype=loss_mat.dtype)
-    rows_with_tokens = (tokens_per_row > 0).to(loss_mat.dtype)
+    tokens_per_row = mask.sum(dim=-1, dtype=torch.int32)
+    scale = scale if scale is not None else mask.shape[-1]
+    return aggregate_row_sums(masked.sum(dim=-1), tokens_per_row, mode, scale)
+
+
+def aggregate_row_sums(row_sums: Tensor, tokens_per_row: Tensor, mode: AggMode, scale: float) -> Tensor:
+    """:func:`aggregate` from each row's loss sum and token count; ``scale`` is used by seq-mean-token-sum-norm.
+
+    A caller that forms the row sums without a masked (rows, tokens) copy, or that drops whole rows by giving
+    them 0 tokens, saves memory-bound passes over the token tensor.
+    """
+    if mode == "token-mean":  # an exact integer count, whatever the loss dtype
+        return row_sums.sum() / max(int(tokens_per_row.sum()), 1)
+    tokens_per_row = tokens_per_row.to(row_sums.dtype)
+    rows_with_tokens = (tokens_per_row > 0).to(row_sums.dtype)
     if mode == "seq-mean-token-sum":
-        return (masked.sum(dim=-1) * rows_with_tokens).sum() / rows_with_tokens.sum().clamp(min=1)
+        return (row_sums * rows_with_tokens).sum() / rows_with_tokens.sum().clamp(min=1)
     if mode == "seq-mean-token-mean":
-        row_means = masked.sum(dim=-1) / tokens_per_row.clamp(min=1)
+        row_means = row_sums / tokens_per_row.clamp(min=1)
         return (row_means * rows_with_tokens).sum() / rows_with_tokens.sum().clamp(min=1)
     if mode == "seq-mean-token-sum-norm":
-        return masked.sum() / (scale if scale is not None else loss_mat.shape[-1])
+        return row_sums.sum() / scale
     raise ValueError(f"loss_agg_mode={mode!r} is not one of {list(AGG_MODES)}")
 
 

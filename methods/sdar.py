@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from harness.batch import StepBatch
-from harness.loss import AggMode, aggregate
+from harness.loss import AggMode, aggregate_row_sums
 from harness.registry import register
 from methods._segments import teacher_available
 from methods.grpo import GrpoBase, GrpoConfig
@@ -32,22 +32,38 @@ class SdarConfig(GrpoOpsdConfig):
 
 
 def gated_distillation(
-    logp: Tensor, teacher_logp: Tensor, mask: Tensor, beta: float, agg_mode: AggMode
-) -> tuple[Tensor, Tensor, Tensor]:
-    """(L_SDAR, gate g_t, gap δ_t): L = agg(g_t·(q_t − s_t)), g_t = sigmoid(β·(q_t − s_t)) detached.
+    logp: Tensor, teacher_logp: Tensor, mask: Tensor, beta: float, agg_mode: AggMode, rows: Tensor | None = None
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(L_SDAR, gate g_t, gap δ_t, tokens per row): L = agg(g_t·(q_t − s_t)), g_t = sigmoid(β·(q_t − s_t)) detached.
 
-    Only ``logp`` (s_t) carries a gradient: dL/ds_t = −g_t (times the aggregation weight). Padding is
-    replaced by 0 before any arithmetic, so NaN there reaches neither the value nor the gradient; there the
-    gap is 0 and the gate sigmoid(0) = 0.5.
+    Only ``logp`` (s_t) carries a gradient: dL/ds_t = −g_t (times the aggregation weight). Padding, and every
+    token of a row outside ``rows`` (default: all rows), is replaced by 0 before any arithmetic, so NaN there
+    reaches neither the value nor the gradient; there the gap is 0 and the gate sigmoid(0) = 0.5.
     """
-    # where() after the difference: its backward sends exactly 0 to padding, whatever logp holds there
+    # where() after the difference: its backward sends exactly 0 to padding, whatever logp holds there, and
+    # every product below is then already 0 on padding
     diff = torch.where(mask, teacher_logp.detach() - logp, 0.0)
+    tokens_per_row = mask.sum(dim=-1, dtype=torch.int32)
+    if rows is not None and not bool(rows.all()):
+        # row-level selection: far cheaper than and-ing a (rows, tokens) mask or boolean-indexing the rows
+        diff.index_fill_(0, torch.nonzero(~rows).squeeze(1), 0.0)
+        tokens_per_row = tokens_per_row * rows
     gap = diff.detach()
+    scale = mask.shape[-1]
     if beta == 0:  # a constant gate: no token tensor to build (memory-bound work)
         gate = torch.full((), 0.5, dtype=gap.dtype, device=gap.device).expand_as(gap)
-        return aggregate(diff * 0.5, mask, agg_mode), gate, gap
+        return aggregate_row_sums(diff.sum(dim=-1) * 0.5, tokens_per_row, agg_mode, scale), gate, gap, tokens_per_row
     gate = gap.mul(beta).sigmoid_()
-    return aggregate(gate * diff, mask, agg_mode), gate, gap
+    # a row-wise dot product: no (rows, tokens) product tensor is built
+    loss = aggregate_row_sums(torch.linalg.vecdot(gate, diff), tokens_per_row, agg_mode, scale)
+    return loss, gate, gap, tokens_per_row
+
+
+def _gate_open_count(gap: Tensor, beta: float) -> int:
+    """Tokens with sigmoid(β·δ) > 0.5, i.e. β·δ > 0: comparing the gap skips a pass over the gate tensor."""
+    if beta == 0:
+        return 0
+    return int(torch.count_nonzero(gap > 0 if beta > 0 else gap < 0))
 
 
 class GatedDistillation(GrpoBase):
@@ -68,14 +84,16 @@ class GatedDistillation(GrpoBase):
     def aux_loss(self, batch: StepBatch, logp: Tensor, step: int = 0) -> tuple[Tensor, dict[str, float]]:
         batch.require(self.requires, who=f"method {self.name!r}")
         # rows without a privileged context get no distillation term (multiplier 1 = plain GRPO)
-        mask = batch.response_mask & teacher_available(batch)[:, None]
-        loss, gate, gap = gated_distillation(logp, batch.teacher_logp, mask, self.gate_beta, self.config.loss_agg_mode)
-        # padding holds gap 0 and gate 0.5 exactly, so plain sums corrected for it give the masked statistics
-        count = int(torch.count_nonzero(mask))
-        padding, tokens = mask.numel() - count, max(count, 1)
+        loss, gate, gap, tokens_per_row = gated_distillation(
+            logp, batch.teacher_logp, batch.response_mask, self.gate_beta, self.config.loss_agg_mode,
+            rows=teacher_available(batch),
+        )
+        # unscored tokens hold gap 0 and gate 0.5 exactly, so plain sums corrected for them give the statistics
+        count = int(tokens_per_row.sum())
+        padding, tokens = gap.numel() - count, max(count, 1)
         diagnostics = {
             "gate_mean": (float(gate.sum()) - 0.5 * padding) / tokens,
-            "gate_active_ratio": int(torch.count_nonzero(gate > 0.5)) / tokens,
+            "gate_active_ratio": _gate_open_count(gap, self.gate_beta) / tokens,
             "teacher_gap_mean": float(gap.sum()) / tokens,
             "distill_loss": float(loss.detach()),
         }

@@ -58,7 +58,7 @@ def test_beta_zero_gives_gate_half_and_no_gradient_into_teacher():
         loss, diag = method.aux_loss(batch, logp)
         assert diag["gate_mean"] == 0.5 and diag["gate_active_ratio"] == 0.0
         assert loss.item() == pytest.approx(expected_loss(0.0, 0.01)[0], rel=1e-6)
-    _, gate, _ = gated_distillation(logp, teacher, batch.response_mask, 0.0, "token-mean")
+    _, gate, *_ = gated_distillation(logp, teacher, batch.response_mask, 0.0, "token-mean")
     assert (gate[batch.response_mask] == 0.5).all()
     loss.backward()
     assert teacher.grad is None or not teacher.grad.any()  # the teacher gets no gradient
@@ -86,6 +86,25 @@ def test_rows_without_teacher_get_no_distillation():
         (1.0 / (1.0 + math.exp(-5 * (q - s)))) * (q - s) for s, q in zip(STUDENT[0][:3], TEACHER[0][:3])
     ]
     assert loss.item() == pytest.approx(0.01 * sum(first_row_only) / 3, rel=1e-6)
+
+
+@pytest.mark.parametrize("agg", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"])
+def test_rows_without_teacher_are_dropped_even_when_their_teacher_is_nan(agg):
+    batch, logp = inputs()
+    nan_row = torch.tensor(TEACHER)
+    nan_row[1] = float("nan")  # an engine that never scored the row may leave anything there
+    batch = batch.with_columns(teacher_logp=nan_row, teacher_available=torch.tensor([True, False]))
+    loss, diag = registry.build("sdar", {"loss_agg_mode": agg}).aux_loss(batch, logp)
+    loss.backward()
+    gaps = [q - s for s, q in zip(STUDENT[0][:3], TEACHER[0][:3])]
+    gates = [1.0 / (1.0 + math.exp(-5 * d)) for d in gaps]
+    row_sum = sum(g * d for g, d in zip(gates, gaps))
+    expected = row_sum / 3 if agg != "seq-mean-token-sum" else row_sum  # one row with tokens, 3 tokens
+    assert loss.item() == pytest.approx(0.01 * expected, rel=1e-6)
+    assert logp.grad[1].tolist() == [0.0] * 4
+    assert diag["gate_mean"] == pytest.approx(sum(gates) / 3, rel=1e-6)
+    assert diag["teacher_gap_mean"] == pytest.approx(sum(gaps) / 3, rel=1e-6)
+    assert diag["gate_active_ratio"] == pytest.approx(sum(d > 0 for d in gaps) / 3)
 
 
 def test_grpo_opsd_has_no_beta_option():

@@ -82,6 +82,20 @@ def _rollout_batch(ctx):
     return trajs, batch.with_columns(old_logp=score(ctx.model, batch, 8, "cpu"))
 
 
+def test_ppo_update_raises_positive_and_lowers_negative_advantage_rows(models, tmp_path):
+    """The sign chain rollout → batch → loss → optimiser: rows with A > 0 gain log-prob, rows with A < 0 lose it."""
+    from harness.update import ppo_update
+
+    ctx = open_run(toy_config(tmp_path, models, train={"kl_coef": 0.0}))
+    _, batch = _rollout_batch(ctx)
+    signs = torch.tensor([1.0 if i % 2 == 0 else -1.0 for i in range(batch.num_rows)])
+    advantages = signs[:, None] * batch.response_mask
+    ppo_update(ctx.model, ctx.optimizer, ctx.accelerator, batch, advantages, ctx.method, ctx.cfg.train, 0, 0)
+    change = ((score(ctx.model, batch, 8, "cpu") - batch.old_logp) * batch.response_mask).sum(1)
+    assert change[signs > 0].mean() > 0 > change[signs < 0].mean()
+    ctx.close("FINISHED")
+
+
 def test_teacher_with_empty_context_equals_student_logp(models, tmp_path):
     ctx = open_run(toy_config(tmp_path, models, method="sharpo"))
     trajs, batch = _rollout_batch(ctx)

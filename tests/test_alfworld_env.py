@@ -195,3 +195,29 @@ def test_fast_paths_give_identical_text(bench):
         engine.fastpath.install = original_install
         fastpath.install()
     assert fast == slow
+
+
+def test_pickled_memo_computes_once_and_survives_a_torn_file(tmp_path):
+    from envs.alfworld.fastpath import PickledMemo
+
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return {"parsed": len(calls)}
+
+    first = PickledMemo("test", max_in_memory=1)
+    first.folder = tmp_path
+    assert first.get(("a", "b"), compute) == {"parsed": 1}
+    assert first.get(("a", "b"), compute) == {"parsed": 1} and len(calls) == 1  # memory hit
+    fresh = PickledMemo("test", max_in_memory=1)
+    fresh.folder = tmp_path
+    assert fresh.get(("a", "b"), compute) == {"parsed": 1} and fresh.misses == 0  # disk hit, another process
+    other_kind = PickledMemo("other", max_in_memory=1)
+    other_kind.folder = tmp_path
+    assert other_kind.get(("a", "b"), compute) == {"parsed": 2}  # kinds never share entries
+    for pickled in tmp_path.rglob("*.pkl"):
+        pickled.write_bytes(b"torn")
+    torn = PickledMemo("test", max_in_memory=1)
+    torn.folder = tmp_path
+    assert torn.get(("a", "b"), compute) == {"parsed": 3} and torn.misses == 1  # recomputed, not fatal

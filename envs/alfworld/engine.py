@@ -6,7 +6,6 @@ answer the same, after recomputing every admissible command).
 """
 from __future__ import annotations
 
-import functools
 import json
 from pathlib import Path
 from typing import Callable
@@ -24,10 +23,8 @@ WIN_REWARD = 10.0
 HIDDEN_COMMANDS = frozenset({"help"})  # verl-agent drops "help" from the prompt's admissible list
 
 
-@functools.lru_cache(maxsize=32)
 def _game_logic(domain: str, grammar: str) -> pddl_logic.GameLogic:
-    # parsing the grammar is ~0.2 s; games of one benchmark differ only in the task line
-    return pddl_logic.GameLogic(domain=domain, grammar=grammar)
+    return fastpath.GAME_LOGIC.get((domain, grammar), lambda: pddl_logic.GameLogic(domain=domain, grammar=grammar))
 
 
 class _CachedLogicPddlEnv(PddlEnv):

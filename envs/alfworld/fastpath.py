@@ -17,7 +17,8 @@ records, so a copy of the dicts (sharing the records) is equivalent and ~50x che
 ``fast_downward.pddl2sas`` (PDDL -> SAS translation) runs twice per ``PddlState``, i.e. on every load *and*
 every reset: ~7 s for a full-size game. Its output depends only on (domain, problem, optimize); it is kept
 in memory and, when a cache folder is set, pickled on disk keyed by the sha256 of the inputs. The wrapper also
-restores ``sys.argv``, which ``pddl2sas`` overwrites.
+restores ``sys.argv``, which ``pddl2sas`` overwrites. A game's ``GameLogic`` (its grammar file parsed by tatsu,
+~0.1 s, and different for every game because the grammar holds the task line) is memoised the same way.
 
 Observations are unchanged
 (``tests/test_alfworld_engine.py`` replays walkthroughs with and without the memo and compares every text).
@@ -72,28 +73,26 @@ def _memoised(parse, copies: bool):
     return parse_and_convert
 
 
-class TranslationCache:
-    """Memory LRU + optional on-disk pickles of ``pddl2sas`` results (trusted: written by this project)."""
+class PickledMemo:
+    """Memory LRU + optional on-disk pickles of a pure function's results (trusted: written by this project)."""
 
-    def __init__(self, max_in_memory: int = 64):
+    def __init__(self, kind: str, max_in_memory: int):
+        self.kind = kind  # part of every key: two memos may share one folder
         self.folder: Path | None = None
         self.max_in_memory = max_in_memory
-        self._memory: OrderedDict[str, tuple] = OrderedDict()
+        self._memory: OrderedDict[str, object] = OrderedDict()
         self.misses = 0
 
-    def __call__(self, domain: str, problem: str, verbose: bool = False, optimize: bool = False):
-        key = hashlib.sha256(f"{optimize}\0{domain}\0{problem}".encode()).hexdigest()
+    def get(self, inputs: tuple[str, ...], compute):
+        """``compute()``'s result for these ``inputs`` (the strings it depends on), computed at most once."""
+        key = hashlib.sha256("\0".join((self.kind, *inputs)).encode()).hexdigest()
         if key in self._memory:
             self._memory.move_to_end(key)
             return self._memory[key]
         result = self._load(key)
         if result is None:
             self.misses += 1
-            argv = list(sys.argv)
-            try:
-                result = _ORIGINALS["pddl2sas"](domain, problem, verbose=verbose, optimize=optimize)
-            finally:
-                sys.argv[:] = argv
+            result = compute()
             self._store(key, result)
         self._memory[key] = result
         if len(self._memory) > self.max_in_memory:
@@ -123,13 +122,32 @@ class TranslationCache:
         os.replace(tmp, path)
 
 
+class TranslationCache(PickledMemo):
+    """``pddl2sas`` with its results memoised (a drop-in replacement for ``fast_downward.pddl2sas``)."""
+
+    def __init__(self, max_in_memory: int = 64):
+        super().__init__("pddl2sas", max_in_memory)
+
+    def __call__(self, domain: str, problem: str, verbose: bool = False, optimize: bool = False):
+        def translate():
+            argv = list(sys.argv)
+            try:
+                return _ORIGINALS["pddl2sas"](domain, problem, verbose=verbose, optimize=optimize)
+            finally:
+                sys.argv[:] = argv
+
+        return self.get((str(optimize), domain, problem), translate)
+
+
 TRANSLATIONS = TranslationCache()
+# a game's parsed grammar: ~0.1 s of tatsu parsing per distinct game file, 0.5 ms to unpickle
+GAME_LOGIC = PickledMemo("game-logic", max_in_memory=256)
 
 
 def install(translation_cache_dir: str | os.PathLike | None = None) -> None:
     """Idempotent; affects this process only. ``translation_cache_dir`` turns on the on-disk SAS cache."""
     if translation_cache_dir is not None:
-        TRANSLATIONS.folder = Path(translation_cache_dir)
+        TRANSLATIONS.folder = GAME_LOGIC.folder = Path(translation_cache_dir)
     fast_downward.pddl2sas = TRANSLATIONS
     if getattr(_textgen._parse_and_convert, "cache_info", None) is None:
         _textgen._parse_and_convert = _memoised(_ORIGINALS["textgen"], copies=True)

@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 CORES  ?= 2
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup reproduce test test-slow test-vllm figures clean-results
+.PHONY: setup reproduce test test-slow test-vllm figures learning clean-results
 
 setup: $(STAMP)
 
@@ -30,3 +30,6 @@ test-vllm:                ## the vLLM backend on the CPU, in its own venv (.venv
 
 figures: setup            ## regenerate tables and figures from the logged runs
 	$(PY) -m paper_figures
+
+learning: setup           ## does GRPO learn on the tiny profile? 3 seeds vs a frozen control (~12 min)
+	$(PY) benchmarks/learning.py

@@ -1,13 +1,20 @@
 """Time split of an RL step on the tiny profile, GRPO vs SHARPO, measured in one run.
 
-    python benchmarks/engine.py [--config config/tiny.yaml] [--benchmark alfworld] [--steps 3]
+    python benchmarks/engine.py [--config config/tiny.yaml] [--benchmark alfworld] [--seeds 0 1 2 3] [--steps 4]
 
-Prints, per method, the mean seconds per step of generation / env / prompt building / teacher / update, the
+Prints, per method, the mean seconds of generation / env / prompt building / teacher / update per RL step, the
 ratio of SHARPO's step time to GRPO's (target <= 1.3), and env + prompt-building time as a share of generation
-time (target <= 10%). The first RL step is a warm-up and is left out of the means: it builds the env objects
-(ALFWorld copies the Fast Downward library per env) and loads each game for the first time, one-off costs a
-200-step run pays once. Runs go to a temporary folder with tracking off; the warm-started tiny model is reused
-from results/models (built on first use).
+time (target <= 10%). Each number is measured where it means what it says:
+
+- The ratio is paired: each seed's first RL step, once per method. With the same seed and starting policy both
+  methods collect exactly the same rollouts, so the ratio is what the method adds (teacher pass, advantages,
+  loss), not how long its episodes happened to run (later steps drift apart with the policies).
+- The env share is the steady state: steps 1.. of a ``--steps`` run of each method. Step 0 builds the env
+  objects (ALFWorld copies the Fast Downward library per env) and loads its games for the first time: one-off
+  costs that a 200-step run pays once.
+
+One untimed run first loads the model and warms the game caches. Runs go to a temporary folder with tracking
+off; the warm-started tiny model is reused from results/models (built on first use).
 """
 from __future__ import annotations
 
@@ -26,31 +33,38 @@ from harness.trainer import train  # noqa: E402
 PARTS = ["generation_s", "env_s", "prompt_s", "teacher_s", "update_s", "step_s"]
 
 
-def time_split(config: str, benchmark: str, method: str, steps: int, out: Path) -> pd.Series:
-    cfg = load_config(config, [f"benchmark={benchmark}", f"method={method}", f"train.steps={steps + 1}",
+def step_times(config: str, benchmark: str, method: str, seed: int, steps: int, out: Path) -> pd.DataFrame:
+    cfg = load_config(config, [f"benchmark={benchmark}", f"method={method}", f"seed={seed}", f"train.steps={steps}",
                                "eval.every=0", "eval.panel_size=1", "tracking.enabled=false", f"output_dir={out}"])
     run_dir = train(cfg, force=True, log=lambda *_: None)
     frame = pd.read_csv(run_dir / "metrics.csv")
-    steady = frame[frame["step"] > 0]  # step 0 is the warm-up (see the module docstring)
-    return steady[[f"time/{p}" for p in PARTS]].mean().rename(lambda c: c.split("/")[1])
+    return frame[[f"time/{p}" for p in PARTS]].rename(columns=lambda c: c.split("/")[1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="config/tiny.yaml")
     parser.add_argument("--benchmark", default="alfworld")
-    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3], help="paired first steps")
+    parser.add_argument("--steps", type=int, default=4, help="steps of the steady-state runs (step 0 left out)")
     args = parser.parse_args()
+    methods = ("grpo", "sharpo")
     with tempfile.TemporaryDirectory() as tmp:
-        table = pd.DataFrame({m: time_split(args.config, args.benchmark, m, args.steps, Path(tmp))
-                              for m in ("grpo", "sharpo")}).T
-    print(f"seconds per RL step ({args.benchmark}, {args.config}, mean of steps 1-{args.steps}; step 0 is the warm-up)")
-    print(table.round(3).to_string())
-    ratio = table.loc["sharpo", "step_s"] / table.loc["grpo", "step_s"]
-    overhead = (table["env_s"] + table["prompt_s"]) / table["generation_s"]
-    print(f"\nSHARPO / GRPO step time: {ratio:.2f}  (target <= 1.3)")
-    for method, share in overhead.items():
-        print(f"{method}: env + prompt building = {100 * share:.1f}% of generation time  (target <= 10%)")
+        step_times(args.config, args.benchmark, "grpo", 10_000, 1, Path(tmp))  # warm-up, not timed
+        paired = {m: pd.concat([step_times(args.config, args.benchmark, m, seed, 1, Path(tmp)) for seed in args.seeds])
+                  for m in methods}
+        steady = {m: step_times(args.config, args.benchmark, m, args.seeds[0], args.steps, Path(tmp)).iloc[1:]
+                  for m in methods}
+    for title, runs in ((f"paired: the first step of seeds {args.seeds}, identical rollouts for both methods", paired),
+                        (f"steady state: steps 1-{args.steps - 1} of a {args.steps}-step run, seed {args.seeds[0]}",
+                         steady)):
+        print(f"\nseconds per RL step ({args.benchmark}, {args.config}); {title}")
+        print(pd.DataFrame({m: runs[m].mean() for m in methods}).T.round(3).to_string())
+    ratio = paired["sharpo"]["step_s"].mean() / paired["grpo"]["step_s"].mean()
+    print(f"\nSHARPO / GRPO step time (paired): {ratio:.2f}  (target <= 1.3)")
+    for method in methods:
+        share = (steady[method]["env_s"] + steady[method]["prompt_s"]).sum() / steady[method]["generation_s"].sum()
+        print(f"{method}: env + prompt building = {100 * share:.1f}% of generation time, steady state  (target <= 10%)")
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ def run_arm(args, seed: int, arm: str, out: Path) -> Path:
     if ARMS[arm] is not None:
         overrides.append(f"train.lr={ARMS[arm]}")
     cfg = load_config(args.config, overrides)
-    log = out / f"{arm.split()[0]}-seed{seed}.log"
+    log = out / f"{args.benchmark}-{arm.split()[0]}-seed{seed}.log"
     with open(log, "w") as handle:
         done = subprocess.run([sys.executable, "-m", "harness", "train", "--config", args.config, "--resume",
                                *overrides], cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT)

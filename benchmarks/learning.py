@@ -30,12 +30,14 @@ ARMS = {"grpo": None, "frozen (lr 0)": "0.0"}  # arm -> lr override (None: the p
 
 
 def run_arm(args, seed: int, arm: str, out: Path) -> Path:
+    name = arm.split()[0]  # the arm's folder and log name
     overrides = [f"benchmark={args.benchmark}", "method=grpo", f"seed={seed}", f"train.steps={args.steps}",
-                 f"eval.every={args.eval_every}", f"eval.panel_size={args.eval_tasks}", "tracking.enabled=false", f"output_dir={out / arm.split()[0]}"]
+                 f"eval.every={args.eval_every}", f"eval.panel_size={args.eval_tasks}", "tracking.enabled=false",
+                 f"output_dir={out / name}"]
     if ARMS[arm] is not None:
         overrides.append(f"train.lr={ARMS[arm]}")
     cfg = load_config(args.config, overrides)
-    log = out / f"{args.benchmark}-{arm.split()[0]}-seed{seed}.log"
+    log = out / f"{args.benchmark}-{name}-seed{seed}.log"
     with open(log, "w") as handle:
         done = subprocess.run([sys.executable, "-m", "harness", "train", "--config", args.config, "--resume",
                                *overrides], cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT)

@@ -14,7 +14,7 @@ from torch import Tensor
 from harness.batch import StepBatch
 from harness.loss import AggMode, aggregate_row_sums
 from harness.registry import register
-from methods._segments import teacher_available
+from methods._segments import teacher_available, token_counts
 from methods.grpo import GrpoBase, GrpoConfig
 
 
@@ -34,7 +34,8 @@ class SdarConfig(GrpoOpsdConfig):
 def gated_distillation(
     logp: Tensor, teacher_logp: Tensor, mask: Tensor, beta: float, agg_mode: AggMode, rows: Tensor | None = None
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """(L_SDAR, gate g_t, gap δ_t, tokens per row): L = agg(g_t·(q_t − s_t)), g_t = sigmoid(β·(q_t − s_t)) detached.
+    """(L_SDAR, gate g_t, gap δ_t, tokens per row): L = agg(g_t·(q_t − s_t)), g_t = sigmoid(β·(q_t − s_t)),
+    detached.
 
     Only ``logp`` (s_t) carries a gradient: dL/ds_t = −g_t (times the aggregation weight). Padding, and every
     token of a row outside ``rows`` (default: all rows), is replaced by 0 before any arithmetic, so NaN there
@@ -43,7 +44,7 @@ def gated_distillation(
     # where() after the difference: its backward sends exactly 0 to padding, whatever logp holds there, and
     # every product below is then already 0 on padding
     diff = torch.where(mask, teacher_logp.detach() - logp, 0.0)
-    tokens_per_row = mask.sum(dim=-1, dtype=torch.int32)
+    tokens_per_row = token_counts(mask)
     if rows is not None and not bool(rows.all()):
         # row-level selection: far cheaper than and-ing a (rows, tokens) mask or boolean-indexing the rows
         diff.index_fill_(0, torch.nonzero(~rows).squeeze(1), 0.0)

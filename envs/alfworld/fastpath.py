@@ -1,14 +1,17 @@
-"""Four speed-ups of TextWorld's PDDL text generation; the game text stays byte-identical.
+"""Speed-ups of TextWorld's PDDL text generation; the game text stays byte-identical.
 
 TextWorld's PDDL engine re-parses the same few dozen grammar and condition strings with tatsu on every step
 (``textgen._parse_and_convert`` for the feedback grammar, ``logic._parse_and_convert`` for rule conditions);
-that parse is ~80% of a step. Both are pure functions of their text. The grammar memo returns a deep copy because
+that parse is ~80% of a step. Both are pure functions of their text. The grammar memo returns a copy because
 ``ContextSensitiveGrammar.derive`` writes a context onto the symbols it gets back; the logic parses (rules,
-propositions, signatures) are only read, so they are shared. 
-``Symbol.copy`` deep-copies a symbol together with its context, and the context holds the whole game state
-(``PddlState``, the fact list, the entity table): one step of a full-size game made ~30k deep copies. The
-derivation only reads that state, and ``copy_context`` already shares it by reference, so the copy here shares
-those three objects too and copies the rest as before.
+propositions, signatures) are only read, so they are shared.
+
+Grammar symbols are copied (the memo's results, ``replace``'s copy of a rule's right-hand side, ``Symbol.copy``)
+by ``_clone_symbols``: new symbol objects all the way down that share their strings and context dicts, where
+TextWorld ``deepcopy``-s them, contexts included, and a context holds the whole game state (``PddlState``, the
+fact list, the entity table). Sharing is equivalent because no grammar code mutates a context dict in place
+(``copy_context`` and ``query`` build new ones) and every symbol's context is assigned before it is read. The
+deep copies were a third of a step.
 
 ``copy_context`` deep-copies the context's ``variables`` (entity records) and ``mapping`` dicts for every
 symbol; the derivation only ever adds keys to those dicts (``query`` does ``.update``) and never mutates the
@@ -20,8 +23,11 @@ in memory and, when a cache folder is set, pickled on disk keyed by the sha256 o
 restores ``sys.argv``, which ``pddl2sas`` overwrites. A game's ``GameLogic`` (its grammar file parsed by tatsu,
 ~0.1 s, and different for every game because the grammar holds the task line) is memoised the same way.
 
-Observations are unchanged
-(``tests/test_alfworld_engine.py`` replays walkthroughs with and without the memo and compares every text).
+``check_flag`` (two debug switches read from ``os.environ`` on every derivation step, ~7% of a step) is read
+once, when the fast path is installed.
+
+Observations are unchanged (``tests/test_alfworld_env.py`` replays random actions and walkthroughs with and
+without the fast path and compares every text and admissible list).
 """
 from __future__ import annotations
 
@@ -42,8 +48,8 @@ import textworld.logic as _logic
 
 _ORIGINALS = {"textgen": _textgen._parse_and_convert, "logic": _logic._parse_and_convert,
               "symbol_copy": _textgen.Symbol.copy, "copy_context": _textgen.copy_context,
-              "pddl2sas": fast_downward.pddl2sas}
-_SHARED_CONTEXT_KEYS = ("state", "facts", "entity_infos")
+              "deepcopy": _textgen.deepcopy, "check_flag": _textgen.check_flag, "pddl2sas": fast_downward.pddl2sas}
+_NESTED_SYMBOL_FIELDS = ("symbol", "expression")  # ListSymbol.symbol, ConditionalSymbol.expression
 
 
 def _copy_context(context):
@@ -51,11 +57,38 @@ def _copy_context(context):
             "mapping": dict(context["mapping"]), "entity_infos": context["entity_infos"]}
 
 
+def _clone_symbols(value, memo=None):
+    """``deepcopy`` for grammar symbols (a symbol or a list of them); anything else goes to ``copy.deepcopy``."""
+    if isinstance(value, list) and all(isinstance(v, _textgen.Symbol) for v in value):
+        return [_clone_symbol(v) for v in value]
+    if isinstance(value, _textgen.Symbol):
+        return _clone_symbol(value)
+    return copy.deepcopy(value, memo)
+
+
+def _clone_symbol(symbol):
+    clone = object.__new__(type(symbol))
+    fields = dict(symbol.__dict__)
+    for name in _NESTED_SYMBOL_FIELDS:
+        if isinstance(fields.get(name), _textgen.Symbol):
+            fields[name] = _clone_symbol(fields[name])
+    clone.__dict__ = fields
+    return clone
+
+
 def _symbol_copy(self, context):
-    shared = {id(self.context[k]): self.context[k] for k in _SHARED_CONTEXT_KEYS if k in self.context}
-    copied = copy.deepcopy(self, shared)
+    copied = _clone_symbol(self)
     copied.context = _copy_context(context)
     return copied
+
+
+def _frozen_check_flag():
+    flags = {name: _ORIGINALS["check_flag"](name) for name in ("TW_CSG_TRACE", "TW_CSG_DEBUG")}
+
+    def check_flag(flag: str, default: bool = False):
+        return flags[flag] if flag in flags else _ORIGINALS["check_flag"](flag, default)
+
+    return check_flag
 
 
 def _memoised(parse, copies: bool):
@@ -67,7 +100,7 @@ def _memoised(parse, copies: bool):
         if kwargs.get("trace") or not isinstance(text, str) or rule_name is None:
             return parse(text, rule_name=rule_name, **kwargs)
         result = cached(text, rule_name)
-        return copy.deepcopy(result) if copies else result
+        return _clone_symbols(result) if copies else result
 
     parse_and_convert.cache_info = cached.cache_info
     return parse_and_convert
@@ -125,7 +158,7 @@ class PickledMemo:
 class TranslationCache(PickledMemo):
     """``pddl2sas`` with its results memoised (a drop-in replacement for ``fast_downward.pddl2sas``)."""
 
-    def __init__(self, max_in_memory: int = 64):
+    def __init__(self, max_in_memory: int = 512):  # two per game, ~160 KB each
         super().__init__("pddl2sas", max_in_memory)
 
     def __call__(self, domain: str, problem: str, verbose: bool = False, optimize: bool = False):
@@ -141,13 +174,15 @@ class TranslationCache(PickledMemo):
 
 TRANSLATIONS = TranslationCache()
 # a game's parsed grammar: ~0.1 s of tatsu parsing per distinct game file, 0.5 ms to unpickle
-GAME_LOGIC = PickledMemo("game-logic", max_in_memory=256)
+GAME_LOGIC = PickledMemo("game-logic", max_in_memory=256)  # ~1 MB each
+# a game's initial facts (what names its entities): loading a game needs them before reset builds its state
+INITIAL_FACTS = PickledMemo("initial-facts", max_in_memory=512)
 
 
 def install(translation_cache_dir: str | os.PathLike | None = None) -> None:
     """Idempotent; affects this process only. ``translation_cache_dir`` turns on the on-disk SAS cache."""
     if translation_cache_dir is not None:
-        TRANSLATIONS.folder = GAME_LOGIC.folder = Path(translation_cache_dir)
+        TRANSLATIONS.folder = GAME_LOGIC.folder = INITIAL_FACTS.folder = Path(translation_cache_dir)
     fast_downward.pddl2sas = TRANSLATIONS
     if getattr(_textgen._parse_and_convert, "cache_info", None) is None:
         _textgen._parse_and_convert = _memoised(_ORIGINALS["textgen"], copies=True)
@@ -155,6 +190,8 @@ def install(translation_cache_dir: str | os.PathLike | None = None) -> None:
         _logic._parse_and_convert = _memoised(_ORIGINALS["logic"], copies=False)
     _textgen.Symbol.copy = _symbol_copy
     _textgen.copy_context = _copy_context
+    _textgen.deepcopy = _clone_symbols  # the module's own name for it: ``ContextSensitiveGrammar.replace`` uses it
+    _textgen.check_flag = _frozen_check_flag()
 
 
 def uninstall() -> None:
@@ -162,4 +199,6 @@ def uninstall() -> None:
     _logic._parse_and_convert = _ORIGINALS["logic"]
     _textgen.Symbol.copy = _ORIGINALS["symbol_copy"]
     _textgen.copy_context = _ORIGINALS["copy_context"]
+    _textgen.deepcopy = _ORIGINALS["deepcopy"]
+    _textgen.check_flag = _ORIGINALS["check_flag"]
     fast_downward.pddl2sas = _ORIGINALS["pddl2sas"]

@@ -313,7 +313,26 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     extra = parse_overrides(overrides)
     if isinstance(raw.get("method"), str):
         raw["method"] = {"name": raw["method"]}
-    return config_from_dict(_merge(raw, extra))
+    return config_from_dict(_with_benchmark_settings(raw, extra))
+
+
+def _with_benchmark_settings(raw: dict, extra: dict) -> dict:
+    """File, then the file's ``per_benchmark: {<benchmark>: {...}}`` settings for the run's benchmark, then
+    the overrides: a profile may tune a setting for one benchmark (the tiny WebShop warm start) and the command
+    line still has the last word."""
+    raw = dict(raw)
+    per_benchmark = raw.pop("per_benchmark", None) or {}
+    benchmarks = list(typing.get_args(typing.get_type_hints(RunConfig)["benchmark"]))
+    if not isinstance(per_benchmark, Mapping) or set(per_benchmark) - set(benchmarks):
+        raise ConfigError(f"per_benchmark: expected a mapping from benchmark names {benchmarks} to settings, got "
+                          f"{per_benchmark!r}")
+    for name, settings in per_benchmark.items():  # every entry, so a typo fails on the other benchmark too
+        if not isinstance(settings, Mapping) or "benchmark" in settings:
+            raise ConfigError(f"per_benchmark.{name}: expected a mapping of settings (not `benchmark` itself), "
+                              f"got {settings!r}")
+        build_dataclass(RunConfig, {k: v for k, v in settings.items() if k != "method"}, f"per_benchmark.{name}")
+    benchmark = _merge(raw, extra).get("benchmark", RunConfig.benchmark)
+    return _merge(_merge(raw, dict(per_benchmark.get(benchmark) or {})), extra)
 
 
 def to_dict(cfg: RunConfig) -> dict:

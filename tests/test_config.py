@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from harness.config import ConfigError, RunConfig, TrainConfig, build_dataclass, load_config, parse_overrides
+from harness.config import (ConfigError, ModelConfig, RunConfig, TrainConfig, build_dataclass, load_config,
+                            parse_overrides)
 
 
 def write(tmp_path, data) -> str:
@@ -90,3 +91,24 @@ def test_build_dataclass_coerces_int_to_float_and_rejects_bool_for_number():
     assert build_dataclass(TrainConfig, {"clip_ratio": 1}).clip_ratio == 1.0
     with pytest.raises(ConfigError, match="config.kl_coef: expected float, got bool"):
         build_dataclass(TrainConfig, {"kl_coef": True})
+
+
+def test_per_benchmark_settings_apply_to_that_benchmark_only_and_overrides_win(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("model: {warm_start_prompt_loss: 0.2}\n"
+                    "per_benchmark: {webshop: {model: {warm_start_prompt_loss: 1.0}, train: {lr: 0.5}}}\n")
+    assert load_config(path, ["benchmark=alfworld"]).model.warm_start_prompt_loss == 0.2
+    webshop = load_config(path, ["benchmark=webshop"])
+    assert webshop.model.warm_start_prompt_loss == 1.0 and webshop.train.lr == 0.5
+    assert webshop.model.tiny_hidden == ModelConfig().tiny_hidden  # the rest of the section is kept
+    assert load_config(path, ["benchmark=webshop", "train.lr=0.1"]).train.lr == 0.1
+
+
+def test_per_benchmark_typos_fail_for_every_benchmark(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("per_benchmark: {webshop: {model: {warm_start_prompt_los: 1.0}}}\n")
+    with pytest.raises(ConfigError, match=r"per_benchmark.webshop.model: unknown key\(s\) \['warm_start_prompt_los'\]"):
+        load_config(path, ["benchmark=alfworld"])
+    path.write_text("per_benchmark: {webshopp: {train: {lr: 0.1}}}\n")
+    with pytest.raises(ConfigError, match="per_benchmark: expected a mapping from benchmark names"):
+        load_config(path, [])

@@ -168,9 +168,12 @@ def test_prompt_matches_verl_agent(bench):
     assert thinking.template.sha256 != bench.template.sha256
 
 
-def test_fast_paths_give_identical_text(bench):
-    """The engine speed-ups (envs/alfworld/fastpath.py) change no observation or admissible list."""
-    from envs.alfworld import fastpath
+def test_fast_paths_give_identical_text(bench, monkeypatch):
+    """The engine speed-ups (envs/alfworld/fastpath.py, the game loading in engine.py) change no observation or
+    admissible list: the same play on TextWorld's own code gives the same transcript."""
+    from textworld.envs import PddlEnv
+
+    from envs.alfworld import engine, fastpath
 
     tasks = bench.panel("eval_out").tasks[:3]
 
@@ -193,13 +196,11 @@ def test_fast_paths_give_identical_text(bench):
     fast = transcript()
     fastpath.uninstall()
     try:
-        from envs.alfworld import engine
-
-        original_install = engine.fastpath.install
-        engine.fastpath.install = lambda *_: None
+        monkeypatch.setattr(fastpath, "install", lambda *_: None)
+        monkeypatch.setattr(engine._CachedLogicPddlEnv, "load", PddlEnv.load)
         slow = transcript()
     finally:
-        engine.fastpath.install = original_install
+        monkeypatch.undo()
         fastpath.install()
     assert fast == slow
 

@@ -29,9 +29,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from envs.base import make_benchmark  # noqa: E402
 from harness.config import load_config  # noqa: E402
-from harness.seeding import Seeds  # noqa: E402
+from harness.seeding import seeded_benchmark  # noqa: E402
 from harness.trainer import train  # noqa: E402
 
 PARTS = ["generation_s", "env_s", "prompt_s", "teacher_s", "update_s", "step_s"]
@@ -46,9 +45,7 @@ def step_times(config: str, benchmark: str, method: str, seed: int, steps: int, 
 
 
 def load_every_train_game(config: str, benchmark_name: str) -> int:
-    cfg = load_config(config, [f"benchmark={benchmark_name}"])
-    benchmark = make_benchmark(cfg.benchmark, cfg.benchmark_config, profile=cfg.profile,
-                               seed=Seeds.from_master(cfg.seed).env)
+    benchmark = seeded_benchmark(load_config(config, [f"benchmark={benchmark_name}"]))
     env, tasks = benchmark.make_env(), benchmark.panel("train").tasks
     for task in tasks:
         env.reset(task)

@@ -70,12 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "protocol":
         print(json.dumps(protocol_only(cfg), indent=2, default=str))
     elif args.command == "build-model":
-        from envs.base import make_benchmark
         from harness.policy import prepare_policy
-        from harness.seeding import Seeds
+        from harness.seeding import seeded_benchmark
 
-        benchmark = make_benchmark(cfg.benchmark, cfg.benchmark_config, cfg.profile, Seeds.from_master(cfg.seed).env)
-        _, _, model_dir = prepare_policy(cfg, benchmark, "cpu")
+        _, _, model_dir = prepare_policy(cfg, seeded_benchmark(cfg), "cpu")
         print(model_dir)
     return 0
 
@@ -83,14 +81,13 @@ def main(argv: list[str] | None = None) -> int:
 def protocol_only(cfg) -> dict:
     import dataclasses
 
-    from envs.base import make_benchmark
     from harness import registry
     from harness.config import to_dict
     from harness.protocol import build_protocol
-    from harness.seeding import Seeds
+    from harness.seeding import Seeds, seeded_benchmark
 
     seeds = Seeds.from_master(cfg.seed)
-    benchmark = make_benchmark(cfg.benchmark, cfg.benchmark_config, cfg.profile, seeds.env)
+    benchmark = seeded_benchmark(cfg, seeds)
     method = registry.build(cfg.method.name, cfg.method.options)
     return build_protocol(config=to_dict(cfg), method_options=dataclasses.asdict(method.config),
                           seeds=seeds.as_dict(), template_sha256=benchmark.template.sha256,

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import torch
 
-from envs.base import Benchmark, TaskPanel, make_benchmark
+from envs.base import Benchmark, TaskPanel
 from envs.vector import VectorEnv
 from harness import checkpoint, registry
 from harness.backends import make_backend
@@ -22,7 +22,7 @@ from harness.config import RunConfig, to_dict
 from harness.policy import prepare_policy
 from harness.protocol import build_protocol, write_json
 from harness.run_files import EVAL, METRICS, PROTOCOL, StepLog, is_finished
-from harness.seeding import Seeds, seed_everything
+from harness.seeding import Seeds, seed_everything, seeded_benchmark
 from harness.teacher import TeacherScorer
 from harness.tracking import make_tracker
 
@@ -111,7 +111,7 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
         torch.set_num_threads(cfg.train.cpu_threads)
     seeds = Seeds.from_master(cfg.seed)
     seed_everything(seeds)
-    benchmark = make_benchmark(cfg.benchmark, cfg.benchmark_config, profile=cfg.profile, seed=seeds.env)
+    benchmark = seeded_benchmark(cfg, seeds)
     train_panel = benchmark.panel("train")
     eval_panel = benchmark.panel(cfg.eval.split, cfg.eval.panel_size)
     method = registry.build(cfg.method.name, cfg.method.options)

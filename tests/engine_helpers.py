@@ -38,7 +38,7 @@ def toy_config(tmp_path: Path, model_cache: Path | None = None, tracking: bool =
 def use_toy_benchmark(monkeypatch) -> None:
     import harness.run
 
-    monkeypatch.setattr(harness.run, "make_benchmark", lambda name, config, profile, seed: DoorBenchmark(config))
+    monkeypatch.setattr(harness.run, "seeded_benchmark", lambda cfg, seeds=None: DoorBenchmark(cfg.benchmark_config))
 
 
 def comparable_metrics(run_dir: Path) -> pd.DataFrame:

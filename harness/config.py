@@ -1,4 +1,5 @@
-"""Typed run configuration: dataclasses whose defaults are the paper protocol (METHODS.md).
+"""Typed run configuration: dataclasses whose defaults are the paper protocol
+(methods/FORMULAS.md#the-paper-protocol).
 
 ``load_config(path, overrides)`` reads a YAML file, applies ``key.sub=value`` overrides, and builds the
 dataclasses. An unknown key or a value of the wrong type or outside its accepted set is a ``ConfigError``

@@ -2,7 +2,7 @@
 the method's optional auxiliary term, combined by :func:`policy_loss` so the trainer makes one call.
 
 Semantics follow verl's ``core_algos.py`` (``compute_policy_loss_vanilla``, ``kl_penalty``, ``agg_loss``);
-METHODS.md §GRPO fixes the protocol: ε = 0.2, dual-clip c = 3, k3 KL with coefficient 0.01, token-mean.
+the protocol (methods/FORMULAS.md#policy-loss): ε = 0.2, dual-clip c = 3, k3 KL with coefficient 0.01, token-mean.
 """
 from __future__ import annotations
 
@@ -114,7 +114,8 @@ def kl_penalty(logp: Tensor, ref_logp: Tensor, kind: str = "k3") -> Tensor:
 def policy_loss(
     batch: "StepBatch", logp: Tensor, advantages: Tensor, method: "Method", train_cfg: "TrainConfig", step: int = 0
 ) -> tuple[Tensor, dict[str, float]]:
-    """L = L_PPO(A) + kl_coef · agg(KL(π_θ ‖ π_ref)) + the method's auxiliary term (METHODS.md §GRPO, §SDAR).
+    """L = L_PPO(A) + kl_coef · agg(KL(π_θ ‖ π_ref)) + the method's auxiliary term
+    (methods/FORMULAS.md#policy-loss; the auxiliary term of SDAR: methods/FORMULAS.md#sdar).
 
     ``logp``: student log-probs with grad, (rows, response_len), on the rows of ``batch``. Metric keys are
     ``actor/…`` for the PPO and KL terms and ``method/…`` for the method's auxiliary diagnostics.

@@ -1,4 +1,5 @@
-"""The teacher pass: q_t = log π_θ(y_t | h_t⁺) for the student's own response tokens (METHODS.md).
+"""The teacher pass: q_t = log π_θ(y_t | h_t⁺) for the student's own response tokens
+(methods/FORMULAS.md#teacher-contexts).
 
 Same weights, no gradient, the same response tokens; only the prompt differs: a privileged context is placed
 before the student's prompt. Three contexts exist (a method names one in ``Method.teacher``):

@@ -1,5 +1,5 @@
-"""The training loop of DESIGN.md. It knows no method by name: every difference between methods lives behind
-``method.teacher``, ``method.advantages`` and ``method.aux_loss``.
+"""The training loop of docs/ARCHITECTURE.md#data-flow-of-one-training-run. It knows no method by name: every
+difference between methods lives behind ``method.teacher``, ``method.advantages`` and ``method.aux_loss``.
 
     for step in steps:
         trajectories = rollout.collect(policy, envs, tasks × G)

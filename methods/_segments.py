@@ -65,7 +65,8 @@ def normalize_in_groups(
 
     ``stats_from`` (rows that define the statistics; default all) lets GRPO take one value per rollout.
     ``singleton`` is the convention for a one-member group: ``"zero_mean"`` = mean 0, std 1 (verl's GRPO,
-    METHODS.md) or ``"zero"`` = the row's own value is the mean, so the result is 0 (GiGPO's step groups).
+    methods/FORMULAS.md#grpo) or ``"zero"`` = the row's own value is the mean, so the result is 0 (GiGPO's step
+    groups, methods/FORMULAS.md#gigpo).
     """
     values = values.double()
     src = stats_from if stats_from is not None else torch.arange(values.numel(), device=values.device)
@@ -98,7 +99,8 @@ def to_tokens(row_values: Tensor, mask: Tensor, dtype: torch.dtype = torch.float
 
 
 def teacher_gap(batch) -> Tensor:
-    """δ_t = q_t − s_t (METHODS.md notation), detached, 0 on padding. s_t = the collecting policy's log-prob.
+    """δ_t = q_t − s_t (methods/FORMULAS.md#notation), detached, 0 on padding; s_t = the collecting policy's
+    log-prob.
 
     A fresh tensor: callers may transform it in place (the token-level work is memory-bound)."""
     return torch.where(batch.response_mask, batch.teacher_logp.detach() - batch.old_logp.detach(), 0.0)

@@ -1,4 +1,5 @@
-"""GiGPO: episode advantage plus a step advantage over anchor-state groups (verl-agent; METHODS.md §GiGPO)."""
+"""GiGPO: episode advantage plus a step advantage over anchor-state groups (arXiv 2505.10978, verl-agent;
+methods/FORMULAS.md#gigpo)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

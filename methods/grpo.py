@@ -1,4 +1,5 @@
-"""GRPO, multi-turn as in verl-agent: the baseline every other method reweights or extends (METHODS.md §GRPO)."""
+"""GRPO, multi-turn as in verl-agent: the baseline every other method reweights or extends
+(methods/FORMULAS.md#grpo)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ class GrpoConfig:
 
 
 def step_scores(batch: StepBatch, penalty: float) -> Tensor:
-    """Score of a step row: R_i − coef·(1 − action_valid) (METHODS.md §GRPO), float64."""
+    """Score of a step row: R_i − coef·(1 − action_valid) (methods/FORMULAS.md#grpo), float64."""
     return batch.episode_return.double() - penalty * (~batch.action_valid).double()
 
 
@@ -38,7 +39,7 @@ def first_step_rows(traj_id: Tensor, step_idx: Tensor) -> Tensor:
 def episode_advantage(
     batch: StepBatch, penalty: float, cross_steps: bool, norm_by_std: bool, epsilon: float
 ) -> Tensor:
-    """A_i = (score − mean_g) / (std_g + ε), one value per row, float64 (METHODS.md §GRPO).
+    """A_i = (score − mean_g) / (std_g + ε), one value per row, float64 (methods/FORMULAS.md#grpo).
 
     Mean and unbiased std run over all step rows of the task group (``cross_steps``) or over one score per
     rollout; a group with one member gets mean 0, std 1, as in verl's ``compute_grpo_outcome_advantage``.

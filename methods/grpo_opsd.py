@@ -1,4 +1,4 @@
-"""GRPO + OPSD: naive on-policy self-distillation, i.e. SDAR with β = 0 (METHODS.md §SDAR, last line)."""
+"""GRPO + OPSD: naive on-policy self-distillation, i.e. SDAR with β = 0 (methods/FORMULAS.md#grpoopsd)."""
 from __future__ import annotations
 
 from harness.registry import register

@@ -1,4 +1,4 @@
-"""RLSD: token reweighting of the GRPO advantage by a skills-conditioned teacher (METHODS.md §RLSD)."""
+"""RLSD: token reweighting of the GRPO advantage by a skills-conditioned teacher (methods/FORMULAS.md#rlsd)."""
 from __future__ import annotations
 
 import math
@@ -34,7 +34,8 @@ def rlsd_lambda(lam: float, warmdown_steps: int | None, step: int) -> float:
 
 @register("rlsd")
 class Rlsd(GrpoBase):
-    """Ã_t = A·[(1 − λ) + λ·clip(exp(sign(A)·Δ_t), 1 − ε_w, 1 + ε_w)], Δ_t = q_t − s_t (METHODS.md §RLSD)."""
+    """Ã_t = A·[(1 − λ) + λ·clip(exp(sign(A)·Δ_t), 1 − ε_w, 1 + ε_w)], Δ_t = q_t − s_t
+    (methods/FORMULAS.md#rlsd)."""
 
     Config = RlsdConfig
     requires = GrpoBase.requires + ("teacher_logp", "old_logp")

@@ -1,7 +1,8 @@
 """SDAR: GRPO advantages plus a confidence-gated distillation loss toward a skills-conditioned teacher.
 
-METHODS.md §SDAR: g_t = sigmoid(β·δ_t) (detached), L_SDAR = agg_t(g_t·(q_t − s_t)) with the gradient through the
-student log-probs s_t only, total loss L = L_GRPO + c·L_SDAR. β = 0 (g ≡ 0.5) is the ``grpo_opsd`` baseline.
+methods/FORMULAS.md#sdar: g_t = sigmoid(β·(q_t − logp_t)) (detached), L_SDAR = agg_t(g_t·(q_t − logp_t)) with the
+gradient through the student log-probs logp_t of the update's forward pass only, total loss L = L_GRPO + c·L_SDAR.
+β = 0 (g ≡ 0.5) is the ``grpo_opsd`` baseline.
 """
 from __future__ import annotations
 
@@ -103,7 +104,7 @@ class GatedDistillation(GrpoBase):
 
 @register("sdar")
 class Sdar(GatedDistillation):
-    """GRPO + c·agg(sigmoid(β·δ_t)·(q_t − s_t)) (METHODS.md §SDAR)."""
+    """GRPO + c·agg(sigmoid(β·(q_t − logp_t))·(q_t − logp_t)) (methods/FORMULAS.md#sdar)."""
 
     Config = SdarConfig
 

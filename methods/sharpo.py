@@ -1,4 +1,4 @@
-"""SHARPO: segment-level hindsight advantage reweighting (arXiv 2610.00838; METHODS.md §SHARPO).
+"""SHARPO: segment-level hindsight advantage reweighting (arXiv 2610.00838; methods/FORMULAS.md#sharpo).
 
 A reconstruction from the paper's text (no public code); every reading it leaves open is a Config flag.
 """

@@ -1,4 +1,5 @@
-"""StepOPSD: step-level, sign-preserving shaping with a per-rollout credit budget (METHODS.md §StepOPSD).
+"""StepOPSD: step-level, sign-preserving shaping with a per-rollout credit budget
+(methods/FORMULAS.md#stepopsd).
 
 A reconstruction from the paper's text (no public code); every reading it leaves open is a Config flag.
 """

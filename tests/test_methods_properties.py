@@ -1,4 +1,5 @@
-"""Properties every method must keep (METHODS.md): sign(Ã) = sign(A), A = 0 rows stay 0, λ = 0 is GRPO,
+"""Properties every method must keep (methods/FORMULAS.md#properties-every-method-keeps): sign(Ã) = sign(A),
+A = 0 rows stay 0, λ = 0 is GRPO,
 padding is 0, a missing column is named; plus the README example registered from a temporary module."""
 from __future__ import annotations
 

@@ -25,6 +25,7 @@ class ClippedGrpo(Method):
     Config = ClippedGrpoConfig
     requires = ("episode_return", "action_valid", "group_id", "traj_id", "step_idx", "response_mask")
     teacher = None  # no privileged-context pass needed
+    grpo_limit = {"cap": 1e9}  # no clipping and no bonus: exactly GRPO (the property tests check it)
 
     def advantages(self, batch: StepBatch, step: int = 0) -> tuple[Tensor, dict[str, float]]:
         self.check_batch(batch)  # a missing column fails here, with its name

@@ -29,6 +29,14 @@ class Method:
     Config: ClassVar[type] = type(None)
     requires: ClassVar[tuple[str, ...]] = ()
     teacher: ClassVar[str | None] = None
+    # What the formula promises, checked on every registered method by tests/test_methods_properties.py
+    # (methods/FORMULAS.md#properties-every-method-keeps), so that a new method cannot skip the checks:
+    # keeps_sign: sign(Ã) = sign(A) on every token and A = 0 rows stay 0 (a multiplicative reweighting of GRPO);
+    # grpo_limit: options under which the advantages equal GRPO's bit for bit (None = none; a method that keeps
+    # the sign must have one); stress_options: options far from that limit, so the sign check has teeth.
+    keeps_sign: ClassVar[bool] = True
+    grpo_limit: ClassVar[Mapping[str, Any] | None] = None
+    stress_options: ClassVar[Mapping[str, Any]] = {}
 
     def __init__(self, config: Any = None):
         self.config = config if config is not None else self.Config()

@@ -25,10 +25,6 @@ from harness.loss import masked_mean
 from harness.update import ppo_update, score
 
 
-class RunFinishedError(RuntimeError):
-    pass
-
-
 def sample_tasks(ctx: RunContext, step: int):
     """``tasks_per_step`` distinct train tasks, drawn from the data seed and the step (so resume-stable)."""
     tasks = ctx.train_panel.tasks

@@ -56,6 +56,8 @@ class Gigpo(Method):
 
     Config = GigpoConfig
     requires = EPISODE_COLUMNS + ("step_reward", "obs_hash")
+    keeps_sign = False  # the step term is added, so a row's sign can flip
+    grpo_limit = {"omega": 0.0, "mode": "mean_std_norm"}  # no step term; GRPO divides by the std
 
     def __init__(self, config: GigpoConfig | None = None):
         super().__init__(config)

@@ -82,6 +82,8 @@ class GrpoBase(Method):
 class Grpo(GrpoBase):
     """Group-relative outcome advantage broadcast to every token of every segment of a rollout."""
 
+    grpo_limit = {}  # it is GRPO at its defaults
+
     def advantages(self, batch: StepBatch, step: int = 0) -> tuple[Tensor, dict[str, float]]:
         tokens, _, diagnostics = self.grpo_advantages(batch)
         return tokens, diagnostics

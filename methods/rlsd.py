@@ -40,6 +40,8 @@ class Rlsd(GrpoBase):
     Config = RlsdConfig
     requires = GrpoBase.requires + ("teacher_logp", "old_logp")
     teacher = "skills"
+    grpo_limit = {"lam": 0.0}
+    stress_options = {"lam": 1.0, "clip_eps": 0.9}
 
     def __init__(self, config: RlsdConfig | None = None):
         super().__init__(config)

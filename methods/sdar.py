@@ -73,6 +73,7 @@ class GatedDistillation(GrpoBase):
 
     requires = GrpoBase.requires + ("teacher_logp",)
     teacher = "skills"
+    grpo_limit = {"coef": 0.0}  # the advantages are GRPO's at any setting; the limit switches the loss term off
 
     @property
     def gate_beta(self) -> float:

@@ -56,6 +56,8 @@ class StepOpsd(GrpoBase):
     Config = StepOpsdConfig
     requires = GrpoBase.requires + ("teacher_logp", "old_logp", "teacher_available")
     teacher = "hindsight"
+    grpo_limit = {"lam_mix": 0.0}
+    stress_options = {"lam_mix": 5.0}
 
     def __init__(self, config: StepOpsdConfig | None = None):
         super().__init__(config)

@@ -27,130 +27,164 @@ class ConfigError(ValueError):
 
 @dataclass
 class ModelConfig:
-    # "tiny" = the offline Qwen2-architecture model built by harness.models; otherwise a local checkpoint
-    # folder (e.g. a downloaded Qwen2.5-7B-Instruct). Hub ids are not fetched at run time.
-    source: str = "tiny"
-    dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
-    gradient_checkpointing: bool = True
-    # tiny model shape (ignored for real checkpoints)
-    tiny_hidden: int = 128
-    tiny_layers: int = 2
-    tiny_heads: int = 4
-    tiny_vocab: int = 2048
-    # supervised warm start on expert demonstrations (0 = none; the paper starts from an instruct model)
-    warm_start_epochs: int = 0
-    warm_start_lr: float = 1e-3
-    warm_start_demos: int = 0  # train tasks the expert demonstrates (0 = the whole train panel)
-    warm_start_batch: int = 16  # demonstrations per optimizer step
-    warm_start_prompt_loss: float = 0.0  # weight of the next-token loss on prompt tokens (teaches copying)
-    warm_start_warmup: float = 0.0  # fraction of the optimizer steps with a linear learning-rate warm-up
-    warm_start_cosine: bool = False  # decay the learning rate to 0 on a cosine after the warm-up
-    warm_start_max_grad_norm: float | None = None  # gradient clipping (None = off)
-    cache_dir: str = "results/models"
+    source: str = field(default="tiny", metadata={"help": (
+        '"tiny" = the offline Qwen2-architecture model built by harness.models; otherwise a local checkpoint folder '
+        "(e.g. a downloaded Qwen2.5-7B-Instruct). Hub ids are not fetched at run time.")})
+    dtype: Literal["float32", "bfloat16", "float16"] = field(default="bfloat16", metadata={
+        "help": "dtype the policy is loaded and trained in"})
+    gradient_checkpointing: bool = field(default=True, metadata={
+        "help": "recompute activations in the backward pass to save memory (applied on CUDA only)"})
+    tiny_hidden: int = field(default=128, metadata={"help": "tiny model: hidden size (ignored for real checkpoints)"})
+    tiny_layers: int = field(default=2, metadata={"help": "tiny model: transformer layers"})
+    tiny_heads: int = field(default=4, metadata={"help": "tiny model: attention heads"})
+    tiny_vocab: int = field(default=2048, metadata={
+        "help": "tiny model: size of the BPE vocabulary trained on the benchmark's text"})
+    warm_start_epochs: int = field(default=0, metadata={"help": (
+        "epochs of the supervised warm start on expert demonstrations (0 = none; the paper starts from an instruct "
+        "model)")})
+    warm_start_lr: float = field(default=1e-3, metadata={"help": "learning rate of the warm start"})
+    warm_start_demos: int = field(default=0, metadata={
+        "help": "train tasks the expert demonstrates (0 = the whole train panel)"})
+    warm_start_batch: int = field(default=16, metadata={"help": "demonstrations per optimizer step of the warm start"})
+    warm_start_prompt_loss: float = field(default=0.0, metadata={
+        "help": "weight of the next-token loss on prompt tokens in the warm start (teaches copying from the prompt)"})
+    warm_start_warmup: float = field(default=0.0, metadata={
+        "help": "fraction of the warm start's optimizer steps with a linear learning-rate warm-up"})
+    warm_start_cosine: bool = field(default=False, metadata={
+        "help": "decay the warm start's learning rate to 0 on a cosine after the warm-up"})
+    warm_start_max_grad_norm: float | None = field(default=None, metadata={
+        "help": "gradient-norm clipping in the warm start (null = off)"})
+    cache_dir: str = field(default="results/models", metadata={
+        "help": "where built tiny models are cached, keyed by everything they depend on"})
 
 
 @dataclass
 class BackendConfig:
-    name: Literal["hf", "vllm"] = "vllm"
-    gpu_memory_utilization: float = 0.6
-    tensor_parallel_size: int = 1
-    max_model_len: int | None = None  # vllm: longest prompt + response it must hold (None = the model's limit)
-    enforce_eager: bool = False  # vllm: skip CUDA-graph capture (faster start, slower decode)
+    name: Literal["hf", "vllm"] = field(default="vllm", metadata={
+        "help": "generation backend: hf = transformers on the policy itself (CPU or GPU), vllm = a vLLM engine (GPU)"})
+    gpu_memory_utilization: float = field(default=0.6, metadata={"help": "vllm: share of GPU memory vLLM may take"})
+    tensor_parallel_size: int = field(default=1, metadata={"help": "vllm: GPUs one engine is split over"})
+    max_model_len: int | None = field(default=None, metadata={
+        "help": "vllm: longest prompt + response it must hold (null = the model's limit)"})
+    enforce_eager: bool = field(default=False, metadata={
+        "help": "vllm: skip CUDA-graph capture (faster start, slower decode)"})
 
 
 @dataclass
 class RolloutConfig:
-    tasks_per_step: int = 16
-    group_size: int = 8
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_prompt_tokens: int = 2048
-    max_response_tokens: int = 512
-    history_length: int = 2
-    max_env_steps: int | None = None  # None = the benchmark's own limit (ALFWorld 50, WebShop 15)
-    think: bool = True  # require <think>...</think> before <action>...</action>
-    require_admissible: bool = False  # an action outside the admissible list counts as invalid
-    env_workers: int = 4  # worker processes stepping envs; 0 = in this process
-    generation_batch: int = 64  # envs generated for in one forward batch
+    tasks_per_step: int = field(default=16, metadata={"help": "train tasks drawn per RL step"})
+    group_size: int = field(default=8, metadata={"help": "G: rollouts per task (one GRPO group)"})
+    temperature: float = field(default=1.0, metadata={"help": "sampling temperature of training rollouts"})
+    top_p: float = field(default=1.0, metadata={"help": "nucleus sampling of training and evaluation rollouts"})
+    max_prompt_tokens: int = field(default=2048, metadata={
+        "help": "prompts longer than this keep their last tokens (the teacher's privileged prompts too)"})
+    max_response_tokens: int = field(default=512, metadata={"help": "tokens generated per turn at most"})
+    history_length: int = field(default=2, metadata={"help": "past (observation, action) pairs shown in the prompt"})
+    max_env_steps: int | None = field(default=None, metadata={
+        "help": "actions per episode at most (null = the benchmark's own limit: ALFWorld 50, WebShop 15)"})
+    think: bool = field(default=True, metadata={
+        "help": "require <think>...</think> before <action>...</action>; the prompts follow it"})
+    require_admissible: bool = field(default=False, metadata={
+        "help": "an action outside the admissible list counts as invalid"})
+    env_workers: int = field(default=4, metadata={"help": "worker processes stepping envs; 0 = in this process"})
+    generation_batch: int = field(default=64, metadata={"help": "envs generated for in one backend call"})
 
 
 @dataclass
 class TrainConfig:
-    steps: int = 200
-    lr: float = 1e-6
-    weight_decay: float = 0.01
-    ppo_mini_batch: int = 256  # rows per optimiser step
-    ppo_micro_batch: int = 8  # rows per forward (gradient accumulation inside a mini-batch)
-    ppo_epochs: int = 1
-    clip_ratio: float = 0.2
-    clip_ratio_c: float = 3.0  # verl's dual clip for negative advantages
+    steps: int = field(default=200, metadata={"help": "RL steps"})
+    lr: float = field(default=1e-6, metadata={"help": "AdamW learning rate"})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay"})
+    ppo_mini_batch: int = field(default=256, metadata={"help": "rows (segments) per optimiser step"})
+    ppo_micro_batch: int = field(default=8, metadata={
+        "help": "rows per forward pass (gradient accumulation inside a mini-batch; also the scoring batch)"})
+    ppo_epochs: int = field(default=1, metadata={"help": "passes over the batch per RL step"})
+    clip_ratio: float = field(default=0.2, metadata={"help": "PPO clip ε of the ratio π_θ/π_old"})
+    clip_ratio_c: float = field(default=3.0, metadata={
+        "help": "verl's dual clip for negative advantages: the per-token loss is capped at −A·c (c > 1)"})
     loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"] = (
-        "token-mean"
+        field(default="token-mean", metadata={"help": "how the per-token loss becomes a scalar (verl's agg_loss)"})
     )
-    kl_coef: float = 0.01
-    kl_estimator: Literal["k1", "k2", "k3"] = "k3"
-    grad_clip: float = 1.0
-    checkpoint_every: int = 10
-    device: str = "auto"  # "auto" | "cpu" | "cuda"
-    cpu_threads: int = 0  # torch intra-op threads on the CPU (0 = torch's default); 1 suits parallel tiny jobs
+    kl_coef: float = field(default=0.01, metadata={
+        "help": "weight of the KL-to-reference loss term (0 = no term and no reference model)"})
+    kl_estimator: Literal["k1", "k2", "k3"] = field(default="k3", metadata={
+        "help": "per-token KL estimator; k3 is the low-variance one"})
+    grad_clip: float = field(default=1.0, metadata={"help": "gradient-norm clipping of the RL update"})
+    checkpoint_every: int = field(default=10, metadata={"help": "RL steps between checkpoints (and at the last step)"})
+    device: str = field(default="auto", metadata={"help": '"auto" | "cpu" | "cuda"'})
+    cpu_threads: int = field(default=0, metadata={
+        "help": "torch intra-op threads on the CPU (0 = torch's default); 1 suits parallel tiny jobs"})
 
 
 @dataclass
 class EvalConfig:
-    every: int = 5
-    temperature: float = 0.4
-    split: str = "eval_out"
-    panel_size: int | None = None  # None = the benchmark's full panel for the split
-    at_start: bool = True
+    every: int = field(default=5, metadata={
+        "help": "RL steps between evaluations (0 = only the final one)"})
+    temperature: float = field(default=0.4, metadata={"help": "sampling temperature of evaluation episodes"})
+    split: str = field(default="eval_out", metadata={"help": "panel evaluated: eval_in or eval_out (or train)"})
+    panel_size: int | None = field(default=None, metadata={
+        "help": "evaluate on the first this many tasks of the panel (null = the benchmark's full panel)"})
+    at_start: bool = field(default=True, metadata={"help": "also evaluate before the first RL step"})
 
 
 @dataclass
 class TrackingConfig:
-    enabled: bool = True
-    uri: str = "sqlite:///results/mlflow.db"
-    artifact_root: str = "results/mlartifacts"
+    enabled: bool = field(default=True, metadata={
+        "help": "log to MLflow (the run folder's csv files are written either way)"})
+    uri: str = field(default="sqlite:///results/mlflow.db", metadata={"help": "MLflow tracking URI"})
+    artifact_root: str = field(default="results/mlartifacts", metadata={
+        "help": "where MLflow stores artifacts of new experiments"})
 
 
 @dataclass
 class GridConfig:
     """What ``snakemake`` expands into runs (the Snakefile reads this section of the profile)."""
 
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
-    benchmarks: list[str] = field(default_factory=lambda: ["alfworld", "webshop"])
-    # a method is a registry name, or a mapping {name: ..., option: value} for a variant (e.g. a λ sweep)
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "master seeds of the grid"})
+    benchmarks: list[str] = field(default_factory=lambda: ["alfworld", "webshop"], metadata={
+        "help": "benchmarks of the grid"})
     methods: list[Any] = field(
-        default_factory=lambda: ["grpo", "grpo_opsd", "rlsd", "sdar", "stepopsd", "sharpo"]
+        default_factory=lambda: ["grpo", "grpo_opsd", "rlsd", "sdar", "stepopsd", "sharpo"],
+        metadata={"help": (
+            "a method is a registry name, or a mapping {name: ..., option: value} for a variant (e.g. a λ sweep)")},
     )
-    # what one train job asks the scheduler for (Snakemake `resources:`/`threads:`; SLURM gets the same)
-    gpus: int = 1
-    mem_mb: int = 64_000
-    threads: int = 8
-    runtime_min: int = 24 * 60
+    gpus: int = field(default=1, metadata={
+        "help": "GPUs one train job asks the scheduler for (Snakemake resources; SLURM gets the same)"})
+    mem_mb: int = field(default=64_000, metadata={"help": "memory (MB) one train job asks for"})
+    threads: int = field(default=8, metadata={"help": "CPU threads one train job asks for"})
+    runtime_min: int = field(default=24 * 60, metadata={"help": "wall-time limit (minutes) one train job asks for"})
 
 
 @dataclass
 class MethodSection:
-    name: str = "grpo"
-    options: dict = field(default_factory=dict)
+    name: str = field(default="grpo", metadata={
+        "help": "registry name of the method (see below), or a dotted path pkg.module:Class"})
+    options: dict = field(default_factory=dict, metadata={
+        "help": "the method's options; usually written beside name (method.lam=0.2), see below"})
 
 
 @dataclass
 class RunConfig:
-    seed: int = 0
-    profile: str = "paper"
-    benchmark: Literal["alfworld", "webshop"] = "alfworld"
-    method: MethodSection = field(default_factory=MethodSection)
-    model: ModelConfig = field(default_factory=ModelConfig)
-    backend: BackendConfig = field(default_factory=BackendConfig)
-    rollout: RolloutConfig = field(default_factory=RolloutConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
-    tracking: TrackingConfig = field(default_factory=TrackingConfig)
-    alfworld: AlfworldConfig = field(default_factory=AlfworldConfig)
-    webshop: WebshopConfig = field(default_factory=WebshopConfig)
-    grid: GridConfig = field(default_factory=GridConfig)
-    output_dir: str = "results/runs"
-    run_name: str | None = None  # None = "{method}-{benchmark}-seed{seed}"
+    seed: int = field(default=0, metadata={"help": "master seed; every other seed is derived from it by hashing"})
+    profile: str = field(default="paper", metadata={
+        "help": "profile name: picks the benchmarks' sizing defaults and keys the tiny-model cache"})
+    benchmark: Literal["alfworld", "webshop"] = field(default="alfworld", metadata={"help": "benchmark of the run"})
+    method: MethodSection = field(default_factory=MethodSection, metadata={
+        "help": "the credit-assignment method and its options"})
+    model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "the policy the run starts from"})
+    backend: BackendConfig = field(default_factory=BackendConfig, metadata={"help": "generation backend"})
+    rollout: RolloutConfig = field(default_factory=RolloutConfig, metadata={"help": "multi-turn rollouts"})
+    train: TrainConfig = field(default_factory=TrainConfig, metadata={"help": "the PPO update"})
+    eval: EvalConfig = field(default_factory=EvalConfig, metadata={"help": "evaluation on the frozen eval panel"})
+    tracking: TrackingConfig = field(default_factory=TrackingConfig, metadata={"help": "MLflow"})
+    alfworld: AlfworldConfig = field(default_factory=AlfworldConfig, metadata={"help": "ALFWorld options"})
+    webshop: WebshopConfig = field(default_factory=WebshopConfig, metadata={"help": "WebShop options"})
+    grid: GridConfig = field(default_factory=GridConfig, metadata={
+        "help": "what snakemake expands into runs (read by the Snakefile, not by a run)"})
+    output_dir: str = field(default="results/runs", metadata={
+        "help": "runs go to <output_dir>/<benchmark>/<method label>/seed<seed>/"})
+    run_name: str | None = field(default=None, metadata={
+        "help": 'name of the run in logs and MLflow (null = "{method}-{benchmark}-seed{seed}")'})
 
     @property
     def benchmark_config(self):

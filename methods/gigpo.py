@@ -2,7 +2,7 @@
 methods/FORMULAS.md#gigpo)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
@@ -17,13 +17,17 @@ from methods.grpo import EPISODE_COLUMNS, advantage_diagnostics, episode_advanta
 
 @dataclass
 class GigpoConfig:
-    mode: Literal["mean_norm", "mean_std_norm"] = "mean_norm"  # verl-agent's default and run scripts
-    gamma: float = 0.95  # γ of the step return
-    omega: float = 1.0  # ω: weight of the step advantage
-    invalid_action_penalty: float = 0.1
-    penalize_step_return: bool = True  # verl-agent also subtracts the penalty from the row's step return
-    cross_steps: bool = True  # episode statistics over all step rows of the group (verl-agent)
-    epsilon: float = 1e-6
+    mode: Literal["mean_norm", "mean_std_norm"] = field(default="mean_norm", metadata={
+        "help": "mean_norm: centre only (verl-agent's default and run scripts); mean_std_norm: also divide by the std"})
+    gamma: float = field(default=0.95, metadata={"help": "γ of the step return"})
+    omega: float = field(default=1.0, metadata={"help": "ω: weight of the step advantage"})
+    invalid_action_penalty: float = field(default=0.1, metadata={
+        "help": "p: subtracted from a step row's episode score per invalid action"})
+    penalize_step_return: bool = field(default=True, metadata={
+        "help": "also subtract p from the row's step return (verl-agent)"})
+    cross_steps: bool = field(default=True, metadata={
+        "help": "episode statistics over all step rows of the group (verl-agent)"})
+    epsilon: float = field(default=1e-6, metadata={"help": "ε added to the std"})
 
 
 def discounted_returns(reward: Tensor, traj_id: Tensor, step_idx: Tensor, gamma: float) -> Tensor:

@@ -2,7 +2,7 @@
 (methods/FORMULAS.md#grpo)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -16,10 +16,12 @@ EPISODE_COLUMNS = ("episode_return", "action_valid", "group_id", "traj_id", "ste
 
 @dataclass
 class GrpoConfig:
-    invalid_action_penalty: float = 0.1  # score −= coef·(1 − action_valid), per step row (verl-agent)
-    cross_steps: bool = True  # mean/std over all step rows of the group (verl-agent); False: one value per rollout
-    norm_by_std: bool = True  # False drops the division by std (Dr.GRPO reading)
-    epsilon: float = 1e-6
+    invalid_action_penalty: float = field(default=0.1, metadata={
+        "help": "p: a step row's score is R_i − p·(1 − action_valid) (verl-agent)"})
+    cross_steps: bool = field(default=True, metadata={
+        "help": "mean/std over all step rows of the group (verl-agent); false: over one score per rollout"})
+    norm_by_std: bool = field(default=True, metadata={"help": "false drops the division by the std (Dr. GRPO reading)"})
+    epsilon: float = field(default=1e-6, metadata={"help": "ε added to the std"})
 
 
 def step_scores(batch: StepBatch, penalty: float) -> Tensor:

@@ -6,7 +6,7 @@ gradient through the student log-probs logp_t of the update's forward pass only,
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
@@ -21,15 +21,15 @@ from methods.grpo import GrpoBase, GrpoConfig
 
 @dataclass
 class GrpoOpsdConfig(GrpoConfig):
-    coef: float = 0.01  # c: weight of the distillation term (SDAR paper scripts)
+    coef: float = field(default=0.01, metadata={"help": "c: weight of the distillation term (SDAR paper scripts)"})
     loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"] = (
-        "token-mean"
+        field(default="token-mean", metadata={"help": "aggregation of the distillation term (verl's agg_loss)"})
     )
 
 
 @dataclass
 class SdarConfig(GrpoOpsdConfig):
-    beta: float = 5.0  # β: sharpness of the gate
+    beta: float = field(default=5.0, metadata={"help": "β: sharpness of the gate sigmoid(β·gap)"})
 
 
 def gated_distillation(

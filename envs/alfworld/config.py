@@ -5,28 +5,32 @@ and a profile into the frozen ``AlfworldSettings`` that the generator, the env a
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
 class AlfworldConfig:
-    # Official json_2.1.1 tree; None = $ALFWORLD_DATA if set, else generated offline games.
-    data_path: str | None = None
-    source: str = "auto"  # "auto" | "official" | "generated"
-    max_steps: int = 50
-    train_panel_size: int | None = None  # None = profile default
-    eval_panel_size: int | None = None  # None = profile default (paper: 134 eval-out games)
-    cache_dir: str = "results/cache/alfworld"
-    # Prompt: require <think>…</think> before <action>; None = profile default (tiny/smoke: False). Keep it equal
-    # to ``rollout.think``, which the action parser uses.
-    think: bool | None = None
-    # Generated games (ignored with official data); None = profile default
-    max_receptacles: int | None = None  # 0 = every receptacle of the scene (paper)
-    num_distractors: int | None = None  # objects besides the target(s); -1 = one to max_instances per class (paper)
-    max_instances: int = 2  # per distractor class when num_distractors = -1
-    scenes: list[int] | None = None  # layouts to draw from (FloorPlan numbers); None = all that ship with alfworld
-    task_types: list[str] | None = None  # subset of the six types; None = all six
-    panel_seed: int = 0  # which generated games make the panels (not the run seed: panels stay fixed across seeds)
+    data_path: str | None = field(default=None, metadata={
+        "help": "the official json_2.1.1 tree; null = $ALFWORLD_DATA if set, else generated offline games"})
+    source: str = field(default="auto", metadata={"help": '"auto" | "official" | "generated"'})
+    max_steps: int = field(default=50, metadata={"help": "actions per episode at most"})
+    train_panel_size: int | None = field(default=None, metadata={"help": "train tasks (null = profile default)"})
+    eval_panel_size: int | None = field(default=None, metadata={
+        "help": "tasks of each eval panel (null = profile default; paper: 134 eval-out games)"})
+    cache_dir: str = field(default="results/cache/alfworld", metadata={"help": "where generated games are cached"})
+    think: bool | None = field(default=None, metadata={"help": (
+        "prompt asks for <think>...</think> before <action>; null = follow rollout.think (set that one only)")})
+    # Generated games (ignored with official data)
+    max_receptacles: int | None = field(default=None, metadata={
+        "help": "receptacles per generated game; 0 = every receptacle of the scene (paper); null = profile default"})
+    num_distractors: int | None = field(default=None, metadata={"help": (
+        "objects besides the target(s); -1 = one to max_instances per class (paper); null = profile default")})
+    max_instances: int = field(default=2, metadata={"help": "per distractor class when num_distractors = -1"})
+    scenes: list[int] | None = field(default=None, metadata={
+        "help": "layouts to draw from (FloorPlan numbers); null = all that ship with alfworld"})
+    task_types: list[str] | None = field(default=None, metadata={"help": "subset of the six types; null = all six"})
+    panel_seed: int = field(default=0, metadata={
+        "help": "which generated games make the panels (not the run seed: panels stay fixed across seeds)"})
 
 
 @dataclass(frozen=True)

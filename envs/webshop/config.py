@@ -6,30 +6,37 @@ a config and a profile into the frozen ``WebshopSettings`` that the catalogue, t
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
 class WebshopConfig:
-    url: str | None = None  # a running WebShop site (web_agent_site.app); None = the offline catalogue shipped here
-    max_steps: int = 15
-    train_panel_size: int | None = None  # None = profile default
-    eval_panel_size: int | None = None  # None = profile default (paper: 500 goals)
-    request_timeout_s: float = 10.0
-    # Prompt: require <think>…</think> before <action>; None = profile default (tiny: False). Keep it equal to
-    # ``rollout.think``, which the action parser uses.
-    think: bool | None = None
-    # Task size (None = profile default; "paper" = WebShop's own semantics)
-    products_per_type: int | None = None  # catalogue size = product types (20) x this
-    asin_length: int | None = None  # random characters after "B0" in a product id (WebShop: 8)
-    goals_per_product: int | None = None
-    max_option_groups: int | None = None  # option groups (size, color, ...) a product can have
-    max_option_values: int | None = None  # values per option group
-    max_goal_attributes: int | None = None  # attributes an instruction asks for
-    results_per_page: int | None = None  # WebShop: 10
-    search_return_n: int | None = None  # results a search returns over all pages (WebShop: 50)
-    detail_pages: bool | None = None  # Description / Features / Reviews buttons on the item page
-    search_button: bool | None = None  # list click[search] on the search page, as WebShop's HTML scraping does
+    url: str | None = field(default=None, metadata={
+        "help": "a running WebShop site (web_agent_site.app); null = the offline catalogue shipped here"})
+    max_steps: int = field(default=15, metadata={"help": "actions per episode at most"})
+    train_panel_size: int | None = field(default=None, metadata={"help": "train goals (null = profile default)"})
+    eval_panel_size: int | None = field(default=None, metadata={
+        "help": "goals of the eval panel (null = profile default; paper: 500 goals)"})
+    request_timeout_s: float = field(default=10.0, metadata={"help": "timeout of one request to a WebShop server"})
+    think: bool | None = field(default=None, metadata={"help": (
+        "prompt asks for <think>...</think> before <action>; null = follow rollout.think (set that one only)")})
+    # Task size (null = profile default; "paper" = WebShop's own semantics)
+    products_per_type: int | None = field(default=None, metadata={
+        "help": "catalogue size = product types (20) x this"})
+    asin_length: int | None = field(default=None, metadata={
+        "help": 'random characters after "B0" in a product id (WebShop: 8)'})
+    goals_per_product: int | None = field(default=None, metadata={"help": "instructions generated per product"})
+    max_option_groups: int | None = field(default=None, metadata={
+        "help": "option groups (size, color, ...) a product can have"})
+    max_option_values: int | None = field(default=None, metadata={"help": "values per option group"})
+    max_goal_attributes: int | None = field(default=None, metadata={"help": "attributes an instruction asks for"})
+    results_per_page: int | None = field(default=None, metadata={"help": "search results per page (WebShop: 10)"})
+    search_return_n: int | None = field(default=None, metadata={
+        "help": "results a search returns over all pages (WebShop: 50)"})
+    detail_pages: bool | None = field(default=None, metadata={
+        "help": "Description / Features / Reviews buttons on the item page"})
+    search_button: bool | None = field(default=None, metadata={
+        "help": "list click[search] on the search page, as WebShop's HTML scraping does"})
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ import json
 import os
 import sys
 
+from harness.config_help import add_config_help
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -30,7 +32,8 @@ def _parser() -> argparse.ArgumentParser:
 
     def add(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text, epilog=EPILOG,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
+                           formatter_class=argparse.RawDescriptionHelpFormatter, conflict_handler="resolve")
+        add_config_help(p)
         p.add_argument("--config", default=None, help="profile YAML (config/tiny.yaml, smoke.yaml, paper.yaml); "
                                                       "omitted = the paper protocol defaults")
         p.add_argument("overrides", nargs="*", help="key.sub=value overrides (see below)")

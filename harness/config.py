@@ -18,6 +18,7 @@ import yaml
 
 from envs.alfworld.config import AlfworldConfig
 from envs.webshop.config import WebshopConfig
+from harness.validation import check_config, read_yaml
 
 
 class ConfigError(ValueError):
@@ -32,74 +33,90 @@ class ModelConfig:
     dtype: Literal["float32", "bfloat16", "float16"] = "bfloat16"
     gradient_checkpointing: bool = True
     # tiny model shape (ignored for real checkpoints)
-    tiny_hidden: int = 128
-    tiny_layers: int = 2
-    tiny_heads: int = 4
-    tiny_vocab: int = 2048
+    tiny_hidden: int = field(default=128, metadata={"help": "tiny model: hidden size", "range": ">= 1"})
+    tiny_layers: int = field(default=2, metadata={"help": "tiny model: decoder layers", "range": ">= 1"})
+    tiny_heads: int = field(default=4, metadata={"help": "tiny model: attention heads", "range": ">= 1"})
+    tiny_vocab: int = field(default=2048, metadata={"help": "tiny model: BPE vocabulary size", "range": ">= 64"})
     # supervised warm start on expert demonstrations (0 = none; the paper starts from an instruct model)
-    warm_start_epochs: int = 0
-    warm_start_lr: float = 1e-3
-    warm_start_demos: int = 0  # train tasks the expert demonstrates (0 = the whole train panel)
-    warm_start_batch: int = 16  # demonstrations per optimizer step
-    warm_start_prompt_loss: float = 0.0  # weight of the next-token loss on prompt tokens (teaches copying)
-    warm_start_warmup: float = 0.0  # fraction of the optimizer steps with a linear learning-rate warm-up
+    warm_start_epochs: int = field(default=0, metadata={"help": "warm-start epochs (0 = none)", "range": ">= 0"})
+    warm_start_lr: float = field(default=1e-3, metadata={"help": "warm-start learning rate", "range": "> 0"})
+    warm_start_demos: int = field(default=0, metadata={
+        "help": "train tasks the expert demonstrates (0 = the whole train panel)", "range": ">= 0"})
+    warm_start_batch: int = field(default=16, metadata={"help": "demonstrations per optimizer step", "range": ">= 1"})
+    warm_start_prompt_loss: float = field(default=0.0, metadata={
+        "help": "weight of the next-token loss on prompt tokens (teaches copying)", "range": ">= 0"})
+    warm_start_warmup: float = field(default=0.0, metadata={
+        "help": "fraction of the optimizer steps with a linear learning-rate warm-up", "range": "[0, 1]"})
     warm_start_cosine: bool = False  # decay the learning rate to 0 on a cosine after the warm-up
-    warm_start_max_grad_norm: float | None = None  # gradient clipping (None = off)
+    warm_start_max_grad_norm: float | None = field(default=None, metadata={
+        "help": "warm-start gradient clipping (None = off)", "range": "> 0"})
     cache_dir: str = "results/models"
 
 
 @dataclass
 class BackendConfig:
     name: Literal["hf", "vllm"] = "vllm"
-    gpu_memory_utilization: float = 0.6
-    tensor_parallel_size: int = 1
-    max_model_len: int | None = None  # vllm: longest prompt + response it must hold (None = the model's limit)
+    gpu_memory_utilization: float = field(default=0.6, metadata={
+        "help": "vllm: share of the GPU memory the engine may take", "range": "(0, 1]"})
+    tensor_parallel_size: int = field(default=1, metadata={"help": "vllm: GPUs one engine spans", "range": ">= 1"})
+    max_model_len: int | None = field(default=None, metadata={
+        "help": "vllm: longest prompt + response it must hold (None = the model's limit)", "range": ">= 1"})
     enforce_eager: bool = False  # vllm: skip CUDA-graph capture (faster start, slower decode)
 
 
 @dataclass
 class RolloutConfig:
-    tasks_per_step: int = 16
-    group_size: int = 8
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_prompt_tokens: int = 2048
-    max_response_tokens: int = 512
-    history_length: int = 2
-    max_env_steps: int | None = None  # None = the benchmark's own limit (ALFWorld 50, WebShop 15)
+    tasks_per_step: int = field(default=16, metadata={"help": "distinct train tasks per RL step", "range": ">= 1"})
+    group_size: int = field(default=8, metadata={
+        "help": "rollouts per task (G); a method that compares rollouts within a group needs >= 2", "range": ">= 1"})
+    temperature: float = field(default=1.0, metadata={"help": "sampling temperature (0 = greedy)", "range": ">= 0"})
+    top_p: float = field(default=1.0, metadata={"help": "nucleus sampling mass", "range": "(0, 1]"})
+    max_prompt_tokens: int = field(default=2048, metadata={"help": "prompt tokens kept (the last ones)", "range": ">= 1"})
+    max_response_tokens: int = field(default=512, metadata={"help": "tokens generated per turn", "range": ">= 1"})
+    history_length: int = field(default=2, metadata={"help": "past turns shown in the prompt", "range": ">= 0"})
+    max_env_steps: int | None = field(default=None, metadata={
+        "help": "turns per episode (None = the benchmark's own limit: ALFWorld 50, WebShop 15)", "range": ">= 1"})
     think: bool = True  # require <think>...</think> before <action>...</action>
     require_admissible: bool = False  # an action outside the admissible list counts as invalid
-    env_workers: int = 4  # worker processes stepping envs; 0 = in this process
-    generation_batch: int = 64  # envs generated for in one forward batch
+    env_workers: int = field(default=4, metadata={
+        "help": "worker processes stepping envs (0 = in this process)", "range": ">= 0"})
+    generation_batch: int = field(default=64, metadata={"help": "envs generated for in one forward batch",
+                                                        "range": ">= 1"})
 
 
 @dataclass
 class TrainConfig:
-    steps: int = 200
-    lr: float = 1e-6
-    weight_decay: float = 0.01
-    ppo_mini_batch: int = 256  # rows per optimiser step
-    ppo_micro_batch: int = 8  # rows per forward (gradient accumulation inside a mini-batch)
-    ppo_epochs: int = 1
-    clip_ratio: float = 0.2
-    clip_ratio_c: float = 3.0  # verl's dual clip for negative advantages
+    steps: int = field(default=200, metadata={"help": "RL steps", "range": ">= 1"})
+    lr: float = field(default=1e-6, metadata={"help": "learning rate (0 = a frozen control)", "range": ">= 0"})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay", "range": ">= 0"})
+    ppo_mini_batch: int = field(default=256, metadata={"help": "rows per optimiser step", "range": ">= 1"})
+    ppo_micro_batch: int = field(default=8, metadata={
+        "help": "rows per forward (gradient accumulation inside a mini-batch)", "range": ">= 1"})
+    ppo_epochs: int = field(default=1, metadata={"help": "passes over a step's rows", "range": ">= 1"})
+    clip_ratio: float = field(default=0.2, metadata={"help": "PPO clip epsilon", "range": "> 0"})
+    clip_ratio_c: float = field(default=3.0, metadata={"help": "verl's dual clip for negative advantages",
+                                                       "range": "> 1"})
     loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"] = (
         "token-mean"
     )
-    kl_coef: float = 0.01
+    kl_coef: float = field(default=0.01, metadata={"help": "KL penalty to the reference policy (0 = none)",
+                                                   "range": ">= 0"})
     kl_estimator: Literal["k1", "k2", "k3"] = "k3"
-    grad_clip: float = 1.0
-    checkpoint_every: int = 10
+    grad_clip: float = field(default=1.0, metadata={"help": "gradient-norm clip", "range": "> 0"})
+    checkpoint_every: int = field(default=10, metadata={"help": "RL steps between checkpoints", "range": ">= 1"})
     device: str = "auto"  # "auto" | "cpu" | "cuda"
-    cpu_threads: int = 0  # torch intra-op threads on the CPU (0 = torch's default); 1 suits parallel tiny jobs
+    cpu_threads: int = field(default=0, metadata={
+        "help": "torch intra-op threads on the CPU (0 = torch's default); 1 suits parallel tiny jobs", "range": ">= 0"})
 
 
 @dataclass
 class EvalConfig:
-    every: int = 5
-    temperature: float = 0.4
+    every: int = field(default=5, metadata={"help": "RL steps between evaluations (0 = the final one only)",
+                                            "range": ">= 0"})
+    temperature: float = field(default=0.4, metadata={"help": "evaluation sampling temperature", "range": ">= 0"})
     split: str = "eval_out"
-    panel_size: int | None = None  # None = the benchmark's full panel for the split
+    panel_size: int | None = field(default=None, metadata={
+        "help": "eval tasks (None = the benchmark's full panel for the split)", "range": ">= 1"})
     at_start: bool = True
 
 
@@ -114,17 +131,17 @@ class TrackingConfig:
 class GridConfig:
     """What ``snakemake`` expands into runs (the Snakefile reads this section of the profile)."""
 
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "run seeds", "range": ">= 0"})
     benchmarks: list[str] = field(default_factory=lambda: ["alfworld", "webshop"])
     # a method is a registry name, or a mapping {name: ..., option: value} for a variant (e.g. a λ sweep)
     methods: list[Any] = field(
         default_factory=lambda: ["grpo", "grpo_opsd", "rlsd", "sdar", "stepopsd", "sharpo"]
     )
     # what one train job asks the scheduler for (Snakemake `resources:`/`threads:`; SLURM gets the same)
-    gpus: int = 1
-    mem_mb: int = 64_000
-    threads: int = 8
-    runtime_min: int = 24 * 60
+    gpus: int = field(default=1, metadata={"help": "GPUs per train job", "range": ">= 0"})
+    mem_mb: int = field(default=64_000, metadata={"help": "memory per train job (MB)", "range": ">= 1"})
+    threads: int = field(default=8, metadata={"help": "CPU threads per train job", "range": ">= 1"})
+    runtime_min: int = field(default=24 * 60, metadata={"help": "wall-time limit per train job (min)", "range": ">= 1"})
 
 
 @dataclass
@@ -135,7 +152,7 @@ class MethodSection:
 
 @dataclass
 class RunConfig:
-    seed: int = 0
+    seed: int = field(default=0, metadata={"help": "master seed of the run", "range": ">= 0"})
     profile: str = "paper"
     benchmark: Literal["alfworld", "webshop"] = "alfworld"
     method: MethodSection = field(default_factory=MethodSection)
@@ -287,6 +304,7 @@ def config_from_dict(raw: Mapping[str, Any]) -> RunConfig:
     cfg.method.options = dataclasses.asdict(method_config) if cfg.method.options else {}
     cfg.method.options = {k: v for k, v in cfg.method.options.items() if k in raw["method"]["options"]}
     _align_think(cfg)
+    check_config(cfg)
     return cfg
 
 
@@ -307,7 +325,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         path = Path(path)
         if not path.exists():
             raise ConfigError(f"config file {str(path)!r} does not exist; profiles live in config/ (tiny, smoke, paper)")
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = read_yaml(path)
     # `method=sharpo` names the method; its options come as `method.lam=0.2`, in any order
     overrides = [f"method.name={o.split('=', 1)[1]}" if o.startswith("method=") else o for o in overrides or []]
     extra = parse_overrides(overrides)

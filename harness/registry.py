@@ -29,6 +29,8 @@ class Method:
     Config: ClassVar[type] = type(None)
     requires: ClassVar[tuple[str, ...]] = ()
     teacher: ClassVar[str | None] = None
+    # the smallest rollout group the method's advantages are defined for (checked when the config loads)
+    min_group_size: ClassVar[int] = 1
 
     def __init__(self, config: Any = None):
         self.config = config if config is not None else self.Config()

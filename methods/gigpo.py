@@ -1,7 +1,7 @@
 """GiGPO: episode advantage plus a step advantage over anchor-state groups (verl-agent; METHODS.md §GiGPO)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
@@ -17,12 +17,13 @@ from methods.grpo import EPISODE_COLUMNS, advantage_diagnostics, episode_advanta
 @dataclass
 class GigpoConfig:
     mode: Literal["mean_norm", "mean_std_norm"] = "mean_norm"  # verl-agent's default and run scripts
-    gamma: float = 0.95  # γ of the step return
-    omega: float = 1.0  # ω: weight of the step advantage
-    invalid_action_penalty: float = 0.1
+    gamma: float = field(default=0.95, metadata={"help": "γ of the step return", "range": "[0, 1]"})
+    omega: float = field(default=1.0, metadata={"help": "ω: weight of the step advantage", "range": ">= 0"})
+    invalid_action_penalty: float = field(default=0.1, metadata={"help": "score −= coef·(1 − action_valid)",
+                                                                  "range": ">= 0"})
     penalize_step_return: bool = True  # verl-agent also subtracts the penalty from the row's step return
     cross_steps: bool = True  # episode statistics over all step rows of the group (verl-agent)
-    epsilon: float = 1e-6
+    epsilon: float = field(default=1e-6, metadata={"help": "added to the group std", "range": "> 0"})
 
 
 def discounted_returns(reward: Tensor, traj_id: Tensor, step_idx: Tensor, gamma: float) -> Tensor:
@@ -50,6 +51,7 @@ def discounted_returns(reward: Tensor, traj_id: Tensor, step_idx: Tensor, gamma:
 
 @register("gigpo")
 class Gigpo(Method):
+    min_group_size = 2  # episode and step groups compare rollouts of the same task
     """A = A^E + ω·A^S; A^S normalises the step return R_t over rows of one task group that answered the same
     observation (``obs_hash``); a singleton step group gets A^S = 0. ``mode`` applies to both terms."""
 

@@ -1,7 +1,7 @@
 """GRPO, multi-turn as in verl-agent: the baseline every other method reweights or extends (METHODS.md §GRPO)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -15,10 +15,11 @@ EPISODE_COLUMNS = ("episode_return", "action_valid", "group_id", "traj_id", "ste
 
 @dataclass
 class GrpoConfig:
-    invalid_action_penalty: float = 0.1  # score −= coef·(1 − action_valid), per step row (verl-agent)
+    invalid_action_penalty: float = field(default=0.1, metadata={
+        "help": "score −= coef·(1 − action_valid), per step row (verl-agent)", "range": ">= 0"})
     cross_steps: bool = True  # mean/std over all step rows of the group (verl-agent); False: one value per rollout
     norm_by_std: bool = True  # False drops the division by std (Dr.GRPO reading)
-    epsilon: float = 1e-6
+    epsilon: float = field(default=1e-6, metadata={"help": "added to the group std", "range": "> 0"})
 
 
 def step_scores(batch: StepBatch, penalty: float) -> Tensor:
@@ -61,6 +62,7 @@ def advantage_diagnostics(adv_rows: Tensor, batch: StepBatch) -> dict[str, float
 
 
 class GrpoBase(Method):
+    min_group_size = 2  # advantages are relative to the other rollouts of the task's group
     """Shared plumbing for GRPO and the methods built on its advantage (not registered itself)."""
 
     Config = GrpoConfig

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -16,11 +16,13 @@ from methods.grpo import GrpoBase, GrpoConfig, advantage_diagnostics
 
 @dataclass
 class RlsdConfig(GrpoConfig):
-    lam: float = 0.5  # λ at step 0
-    warmdown_steps: int | None = 50  # λ decays linearly to 0 at this step; None keeps λ constant
-    clip_eps: float = 0.2  # ε_w: w_t is clipped to [1 − ε_w, 1 + ε_w]
+    lam: float = field(default=0.5, metadata={"help": "λ at step 0", "range": "[0, 1]"})
+    warmdown_steps: int | None = field(default=50, metadata={
+        "help": "λ decays linearly to 0 at this step; None keeps λ constant", "range": ">= 1"})
+    clip_eps: float = field(default=0.2, metadata={"help": "ε_w: w_t is clipped to [1 − ε_w, 1 + ε_w]",
+                                                   "range": "[0, 1)"})
     clamp_gap: bool = False  # clamp Δ_t to [−gap_clamp, gap_clamp] before exp (the optional reading)
-    gap_clamp: float = 5.0
+    gap_clamp: float = field(default=5.0, metadata={"help": "|Δ_t| bound when clamp_gap is on", "range": "> 0"})
 
 
 def rlsd_lambda(lam: float, warmdown_steps: int | None, step: int) -> float:

@@ -5,7 +5,7 @@ student log-probs s_t only, total loss L = L_GRPO + c·L_SDAR. β = 0 (g ≡ 0.5
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
@@ -20,7 +20,8 @@ from methods.grpo import GrpoBase, GrpoConfig
 
 @dataclass
 class GrpoOpsdConfig(GrpoConfig):
-    coef: float = 0.01  # c: weight of the distillation term (SDAR paper scripts)
+    coef: float = field(default=0.01, metadata={
+        "help": "c: weight of the distillation term (SDAR paper scripts)", "range": ">= 0"})
     loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"] = (
         "token-mean"
     )
@@ -28,7 +29,8 @@ class GrpoOpsdConfig(GrpoConfig):
 
 @dataclass
 class SdarConfig(GrpoOpsdConfig):
-    beta: float = 5.0  # β: sharpness of the gate
+    beta: float = field(default=5.0, metadata={"help": "β: sharpness of the gate (its sign picks the side)",
+                                               "range": "(-inf, inf)"})
 
 
 def gated_distillation(

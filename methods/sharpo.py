@@ -4,7 +4,7 @@ A reconstruction from the paper's text (no public code); every reading it leaves
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
@@ -27,8 +27,9 @@ from methods.grpo import GrpoBase, GrpoConfig, advantage_diagnostics
 
 @dataclass
 class SharpoConfig(GrpoConfig):
-    lam: float = 0.05  # λ (paper's best; 0.2 also reported)
-    tau: float = 1.0  # τ: temperature of the segment weight
+    lam: float = field(default=0.05, metadata={"help": "λ (paper's best; 0.2 also reported); keeps sign(Ã) = sign(A)",
+                                               "range": "[0, 1]"})
+    tau: float = field(default=1.0, metadata={"help": "τ: temperature of the segment weight", "range": "> 0"})
     reduce: Literal["mean", "sum"] = "mean"  # ḡ_k: mean (paper) or sum of δ_t over the segment's tokens
     signed: bool = True  # w_k uses sign(A_i)·ḡ_k; False drops sign(A) (a third-party reading)
 

@@ -4,7 +4,7 @@ A reconstruction from the paper's text (no public code); every reading it leaves
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import torch
@@ -28,11 +28,14 @@ from methods.grpo import GrpoBase, GrpoConfig, advantage_diagnostics
 
 @dataclass
 class StepOpsdConfig(GrpoConfig):
-    lam_mix: float = 0.1  # λ_mix (0.3 also tried)
-    alpha: float = 1.0  # α: segment credit clipped to [−α, α] (0.5 also tried)
-    floor: float = 0.05  # lower bound of the multiplier, keeps sign(Ã) = sign(A)
+    lam_mix: float = field(default=0.1, metadata={"help": "λ_mix (0.3 also tried)", "range": ">= 0"})
+    alpha: float = field(default=1.0, metadata={"help": "α: segment credit clipped to [−α, α] (0.5 also tried)",
+                                                "range": "> 0"})
+    floor: float = field(default=0.05, metadata={
+        "help": "lower bound of the multiplier, keeps sign(Ã) = sign(A)", "range": "> 0"})
     reduce: Literal["sum", "mean"] = "sum"  # e_k: sum (paper) or mean of δ_t over the segment's tokens
-    budget_eps: float = 1e-6
+    budget_eps: float = field(default=1e-6, metadata={"help": "added to the credit budget's denominator",
+                                                      "range": "> 0"})
 
 
 def budget_normalize(credit: Tensor, traj_id: Tensor, counted: Tensor, eps: float) -> Tensor:

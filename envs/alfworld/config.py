@@ -5,7 +5,7 @@ and a profile into the frozen ``AlfworldSettings`` that the generator, the env a
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -13,20 +13,28 @@ class AlfworldConfig:
     # Official json_2.1.1 tree; None = $ALFWORLD_DATA if set, else generated offline games.
     data_path: str | None = None
     source: str = "auto"  # "auto" | "official" | "generated"
-    max_steps: int = 50
-    train_panel_size: int | None = None  # None = profile default
-    eval_panel_size: int | None = None  # None = profile default (paper: 134 eval-out games)
+    max_steps: int = field(default=50, metadata={"help": "turns per episode", "range": ">= 1"})
+    train_panel_size: int | None = field(default=None, metadata={"help": "train games (None = profile default)",
+                                                                 "range": ">= 1"})
+    eval_panel_size: int | None = field(default=None, metadata={
+        "help": "eval games per split (None = profile default; paper: 134 eval-out games)", "range": ">= 1"})
     cache_dir: str = "results/cache/alfworld"
     # Prompt: require <think>…</think> before <action>; None = profile default (tiny/smoke: False). Keep it equal
     # to ``rollout.think``, which the action parser uses.
     think: bool | None = None
     # Generated games (ignored with official data); None = profile default
-    max_receptacles: int | None = None  # 0 = every receptacle of the scene (paper)
-    num_distractors: int | None = None  # objects besides the target(s); -1 = one to max_instances per class (paper)
-    max_instances: int = 2  # per distractor class when num_distractors = -1
-    scenes: list[int] | None = None  # layouts to draw from (FloorPlan numbers); None = all that ship with alfworld
+    max_receptacles: int | None = field(default=None, metadata={
+        "help": "receptacles per generated game (0 = every receptacle of the scene, paper)", "range": ">= 0"})
+    num_distractors: int | None = field(default=None, metadata={
+        "help": "objects besides the target(s); -1 = one to max_instances per class (paper)", "range": ">= -1"})
+    max_instances: int = field(default=2, metadata={"help": "per distractor class when num_distractors = -1",
+                                                    "range": ">= 1"})
+    scenes: list[int] | None = field(default=None, metadata={
+        "help": "layouts to draw from (FloorPlan numbers); None = all that ship with alfworld", "range": ">= 1"})
     task_types: list[str] | None = None  # subset of the six types; None = all six
-    panel_seed: int = 0  # which generated games make the panels (not the run seed: panels stay fixed across seeds)
+    panel_seed: int = field(default=0, metadata={
+        "help": "which generated games make the panels (not the run seed: panels stay fixed across seeds)",
+        "range": ">= 0"})
 
 
 @dataclass(frozen=True)

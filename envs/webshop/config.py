@@ -6,28 +6,37 @@ a config and a profile into the frozen ``WebshopSettings`` that the catalogue, t
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
 class WebshopConfig:
     url: str | None = None  # a running WebShop site (web_agent_site.app); None = the offline catalogue shipped here
-    max_steps: int = 15
-    train_panel_size: int | None = None  # None = profile default
-    eval_panel_size: int | None = None  # None = profile default (paper: 500 goals)
-    request_timeout_s: float = 10.0
+    max_steps: int = field(default=15, metadata={"help": "turns per episode", "range": ">= 1"})
+    train_panel_size: int | None = field(default=None, metadata={"help": "train goals (None = profile default)",
+                                                                 "range": ">= 1"})
+    eval_panel_size: int | None = field(default=None, metadata={
+        "help": "eval goals (None = profile default; paper: 500 goals)", "range": ">= 1"})
+    request_timeout_s: float = field(default=10.0, metadata={"help": "seconds to wait for a WebShop server",
+                                                             "range": "> 0"})
     # Prompt: require <think>…</think> before <action>; None = profile default (tiny: False). Keep it equal to
     # ``rollout.think``, which the action parser uses.
     think: bool | None = None
     # Task size (None = profile default; "paper" = WebShop's own semantics)
-    products_per_type: int | None = None  # catalogue size = product types (20) x this
-    asin_length: int | None = None  # random characters after "B0" in a product id (WebShop: 8)
-    goals_per_product: int | None = None
-    max_option_groups: int | None = None  # option groups (size, color, ...) a product can have
-    max_option_values: int | None = None  # values per option group
-    max_goal_attributes: int | None = None  # attributes an instruction asks for
-    results_per_page: int | None = None  # WebShop: 10
-    search_return_n: int | None = None  # results a search returns over all pages (WebShop: 50)
+    products_per_type: int | None = field(default=None, metadata={
+        "help": "catalogue size = product types (20) x this", "range": ">= 1"})
+    asin_length: int | None = field(default=None, metadata={
+        "help": "random characters after 'B0' in a product id (WebShop: 8)", "range": ">= 1"})
+    goals_per_product: int | None = field(default=None, metadata={"help": "instructions per product", "range": ">= 1"})
+    max_option_groups: int | None = field(default=None, metadata={
+        "help": "option groups (size, color, ...) a product can have", "range": "[0, 3]"})
+    max_option_values: int | None = field(default=None, metadata={"help": "values per option group", "range": ">= 1"})
+    max_goal_attributes: int | None = field(default=None, metadata={"help": "attributes an instruction asks for",
+                                                                    "range": ">= 1"})
+    results_per_page: int | None = field(default=None, metadata={"help": "search results per page (WebShop: 10)",
+                                                                 "range": ">= 1"})
+    search_return_n: int | None = field(default=None, metadata={
+        "help": "results a search returns over all pages (WebShop: 50)", "range": ">= 1"})
     detail_pages: bool | None = None  # Description / Features / Reviews buttons on the item page
     search_button: bool | None = None  # list click[search] on the search page, as WebShop's HTML scraping does
 

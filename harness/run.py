@@ -86,6 +86,7 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
     if evaluate_only:
         cfg = dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=False))
     with run_state.failure_is_recorded(cfg.tracking, run_dir) as guard:
+        check_start_up(cfg)  # first: building the paper's panels takes longer than finding vLLM missing
         if evaluate_only and not (run_dir / checkpoint.CHECKPOINT).exists():
             raise FileNotFoundError(f"{run_dir} has no {checkpoint.CHECKPOINT}; train the run first "
                                     f"(python -m harness train ... with the same config and overrides)")
@@ -103,7 +104,6 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
         if plan.action == "skip":
             log(f"{cfg.name}: {plan.reason}")
             return None
-        check_start_up(cfg)
         if cfg.train.cpu_threads > 0:
             torch.set_num_threads(cfg.train.cpu_threads)
         ctx = _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, method, protocol, plan, log,

@@ -112,15 +112,15 @@ def check_config(cfg) -> None:
     from harness import registry
     from harness.config import build_dataclass
 
-    check_ranges(cfg, "")
     method_cls = registry.get(cfg.method.name)
-    options = build_dataclass(method_cls.Config, cfg.method.options, where=f"method ({cfg.method.name})")
-    check_ranges(options, "method")
     needed = getattr(method_cls, "min_group_size", 1)
-    if cfg.rollout.group_size < needed:
+    if cfg.rollout.group_size < needed:  # before the generic range, which a method without groups allows
         raise _config_error(
             f"rollout.group_size: {cfg.rollout.group_size} is out of range for method {cfg.method.name!r}, whose "
             f"advantages compare rollouts within a group; accepted: >= {needed}")
+    check_ranges(cfg, "")
+    options = build_dataclass(method_cls.Config, cfg.method.options, where=f"method ({cfg.method.name})")
+    check_ranges(options, "method")
     if cfg.model.tiny_hidden % cfg.model.tiny_heads:
         raise _config_error(f"model.tiny_hidden: {cfg.model.tiny_hidden} is not a multiple of model.tiny_heads="
                             f"{cfg.model.tiny_heads}; accepted: a multiple of the head count")

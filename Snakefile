@@ -17,7 +17,10 @@ Config keys (``--config key=value``):
     reps         bootstrap resamples for the rliable statistics (default 2000)
 
 A finished run folder holds ``done.json`` (written last by the engine), the train job's only output: a run whose
-``done.json`` exists is never re-run, so killing snakemake and starting it again finishes only the missing runs.
+``done.json`` exists is not re-run, so killing snakemake and starting it again finishes only the missing runs —
+unless the profile changed that run's protocol: the job's ``identity`` param (the run's config hash) then differs
+from the one it ran with, ``rerun-triggers: [mtime, params]`` (profiles/default) schedules it again, and the
+engine starts the stale folder over.
 Runs go to ``<output_dir>/<benchmark>/<method_label>/seed<seed>/`` (output_dir from the profile, default
 results/runs); the label comes from harness.config.method_label, the function the engine names its folders with.
 """
@@ -27,6 +30,7 @@ import sys
 sys.path.insert(0, workflow.basedir)  # harness and paper_figures from this checkout, wherever snakemake runs
 
 from paper_figures.grid import load_grid  # noqa: E402
+from paper_figures.identity import grid_identities  # noqa: E402
 
 PROFILE = str(config.get("profile", "tiny"))
 CONFIG_DIR = str(config.get("config_dir", "config"))
@@ -36,6 +40,7 @@ RESULTS = str(config.get("results", f"results/{GRID.profile}"))  # tables, figur
 TRAIN_CMD = str(config.get("train_cmd", f"{shlex.quote(sys.executable)} -m harness train"))
 PYTHON = shlex.quote(sys.executable)
 RUN_DIR = RUNS + "/{benchmark}/{label}/seed{seed}"
+IDENTITY = grid_identities(GRID)  # run key -> config identity (harness.protocol.config_hash), ~10 ms a run
 
 wildcard_constraints:
     benchmark="[A-Za-z0-9_]+",
@@ -63,17 +68,21 @@ rule train:
     log:
         RESULTS + "/logs/{benchmark}/{label}/seed{seed}.log",
     params:
-        train_cmd=TRAIN_CMD,
         overrides=lambda w: " ".join(GRID.run(f"{w.benchmark}/{w.label}/seed{w.seed}").overrides()),
         profile=shlex.quote(str(GRID.profile_path)),
+        # the run's config identity: a profile change that changes this run's protocol changes it, and
+        # rerun-triggers params (profiles/) re-runs the job; the engine then starts the stale folder over
+        identity=lambda w: IDENTITY[f"{w.benchmark}/{w.label}/seed{w.seed}"],
     threads: GRID.resources["threads"]
     resources:
         gpu=GRID.resources["gpus"],
         mem_mb=GRID.resources["mem_mb"],
         runtime=GRID.resources["runtime_min"],
     shell:
-        # --resume: a run cut off earlier (killed, preempted, crashed) continues from its last checkpoint
-        "{params.train_cmd} --config {params.profile} --resume {params.overrides} > {log} 2>&1"
+        # --resume: a run cut off earlier (killed, preempted, crashed) continues from its last checkpoint;
+        # --restart-if-changed: a folder made under another protocol (the profile changed) is started over.
+        # TRAIN_CMD is not a param: changing the command alone must not retrain finished runs.
+        "{TRAIN_CMD} --config {params.profile} --resume --restart-if-changed {params.overrides} > {log} 2>&1"
 
 
 rule paper_figures:

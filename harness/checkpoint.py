@@ -23,15 +23,14 @@ def save(ctx, next_step: int, elapsed_s: float) -> None:
     tmp.replace(path)
 
 
-def restore(ctx, truncate_logs: bool = True) -> None:
-    """Load the last checkpoint if there is one, and drop logged rows from after it."""
-    path = ctx.run_dir / CHECKPOINT
-    if not path.exists():
+def restore(ctx, state: dict | None, truncate_logs: bool = True) -> None:
+    """Apply a checkpoint's ``state`` (read by ``harness.run_state.load_checkpoint``, or None for a fresh start)
+    and drop logged rows from after it."""
+    if state is None:
         if truncate_logs:
             ctx.metrics_log.truncate_after(-1)
             ctx.eval_log.truncate_after(-1)
         return
-    state = torch.load(path, map_location="cpu", weights_only=False)
     ctx.accelerator.unwrap_model(ctx.model).load_state_dict(state["model"])
     ctx.optimizer.load_state_dict(state["optimizer"])
     ctx.backend.sync_weights(ctx.model)

@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", action="store_true",
                        help="continue an unfinished run from its last checkpoint (starts fresh if there is none)")
     train.add_argument("--force", action="store_true", help="delete a finished or partial run and start over")
+    train.add_argument("--restart-if-changed", action="store_true",
+                       help="start over a run folder made under another protocol instead of refusing it (the "
+                            "workflow passes it: a changed profile re-runs the runs it changed)")
     evaluate = add("eval", "Evaluate a run's last checkpoint on the eval panel (config eval.split / eval.panel_size)")
     evaluate.add_argument("--out", default=None, help="csv for the episodes (default: <run>/eval_<split>_final.csv)")
     add("protocol", "Print the run's protocol record (resolved config, hashes, versions) as JSON; loads no model")
@@ -62,10 +65,30 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, KeyError) as err:
         print(f"config error: {err}", file=sys.stderr)
         return 2
+    from harness.run_state import RunStateError
+
+    try:
+        return _run_command(args, cfg)
+    except ConfigError as err:  # includes the start-up checks (harness.preflight)
+        print(f"config error: {err}", file=sys.stderr)
+        return 2
+    except RunStateError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+
+
+def _run_command(args, cfg) -> int:
     if args.command == "train":
+        import signal
+
         from harness.trainer import train
 
-        train(cfg, resume=args.resume, force=args.force)
+        # SIGTERM (a scheduler's kill, snakemake's interrupt) unwinds like Ctrl-C, so the run is marked FAILED
+        previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+        try:
+            train(cfg, resume=args.resume, force=args.force, restart_changed=args.restart_if_changed)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
     elif args.command == "eval":
         from harness.evaluate import evaluate_checkpoint
 

@@ -19,6 +19,7 @@ import yaml
 
 from envs.alfworld.config import AlfworldConfig
 from envs.webshop.config import WebshopConfig
+from harness.validation import check_config, read_yaml
 
 
 class ConfigError(ValueError):
@@ -34,26 +35,26 @@ class ModelConfig:
         "help": "dtype the policy is loaded and trained in"})
     gradient_checkpointing: bool = field(default=True, metadata={
         "help": "recompute activations in the backward pass to save memory (applied on CUDA only)"})
-    tiny_hidden: int = field(default=128, metadata={"help": "tiny model: hidden size (ignored for real checkpoints)"})
-    tiny_layers: int = field(default=2, metadata={"help": "tiny model: transformer layers"})
-    tiny_heads: int = field(default=4, metadata={"help": "tiny model: attention heads"})
+    tiny_hidden: int = field(default=128, metadata={"help": "tiny model: hidden size (ignored for real checkpoints)", "range": ">= 1"})
+    tiny_layers: int = field(default=2, metadata={"help": "tiny model: transformer layers", "range": ">= 1"})
+    tiny_heads: int = field(default=4, metadata={"help": "tiny model: attention heads", "range": ">= 1"})
     tiny_vocab: int = field(default=2048, metadata={
-        "help": "tiny model: size of the BPE vocabulary trained on the benchmark's text"})
+        "help": "tiny model: size of the BPE vocabulary trained on the benchmark's text", "range": ">= 64"})
     warm_start_epochs: int = field(default=0, metadata={"help": (
         "epochs of the supervised warm start on expert demonstrations (0 = none; the paper starts from an instruct "
-        "model)")})
-    warm_start_lr: float = field(default=1e-3, metadata={"help": "learning rate of the warm start"})
+        "model)"), "range": ">= 0"})
+    warm_start_lr: float = field(default=1e-3, metadata={"help": "learning rate of the warm start", "range": "> 0"})
     warm_start_demos: int = field(default=0, metadata={
-        "help": "train tasks the expert demonstrates (0 = the whole train panel)"})
-    warm_start_batch: int = field(default=16, metadata={"help": "demonstrations per optimizer step of the warm start"})
+        "help": "train tasks the expert demonstrates (0 = the whole train panel)", "range": ">= 0"})
+    warm_start_batch: int = field(default=16, metadata={"help": "demonstrations per optimizer step of the warm start", "range": ">= 1"})
     warm_start_prompt_loss: float = field(default=0.0, metadata={
-        "help": "weight of the next-token loss on prompt tokens in the warm start (teaches copying from the prompt)"})
+        "help": "weight of the next-token loss on prompt tokens in the warm start (teaches copying from the prompt)", "range": ">= 0"})
     warm_start_warmup: float = field(default=0.0, metadata={
-        "help": "fraction of the warm start's optimizer steps with a linear learning-rate warm-up"})
+        "help": "fraction of the warm start's optimizer steps with a linear learning-rate warm-up", "range": "[0, 1]"})
     warm_start_cosine: bool = field(default=False, metadata={
         "help": "decay the warm start's learning rate to 0 on a cosine after the warm-up"})
     warm_start_max_grad_norm: float | None = field(default=None, metadata={
-        "help": "gradient-norm clipping in the warm start (null = off)"})
+        "help": "gradient-norm clipping in the warm start (null = off)", "range": "> 0"})
     cache_dir: str = field(default="results/models", metadata={
         "help": "where built tiny models are cached, keyed by everything they depend on"})
 
@@ -62,68 +63,68 @@ class ModelConfig:
 class BackendConfig:
     name: Literal["hf", "vllm"] = field(default="vllm", metadata={
         "help": "generation backend: hf = transformers on the policy itself (CPU or GPU), vllm = a vLLM engine (GPU)"})
-    gpu_memory_utilization: float = field(default=0.6, metadata={"help": "vllm: share of GPU memory vLLM may take"})
-    tensor_parallel_size: int = field(default=1, metadata={"help": "vllm: GPUs one engine is split over"})
+    gpu_memory_utilization: float = field(default=0.6, metadata={"help": "vllm: share of GPU memory vLLM may take", "range": "(0, 1]"})
+    tensor_parallel_size: int = field(default=1, metadata={"help": "vllm: GPUs one engine is split over", "range": ">= 1"})
     max_model_len: int | None = field(default=None, metadata={
-        "help": "vllm: longest prompt + response it must hold (null = the model's limit)"})
+        "help": "vllm: longest prompt + response it must hold (null = the model's limit)", "range": ">= 1"})
     enforce_eager: bool = field(default=False, metadata={
         "help": "vllm: skip CUDA-graph capture (faster start, slower decode)"})
 
 
 @dataclass
 class RolloutConfig:
-    tasks_per_step: int = field(default=16, metadata={"help": "train tasks drawn per RL step"})
-    group_size: int = field(default=8, metadata={"help": "G: rollouts per task (one GRPO group)"})
-    temperature: float = field(default=1.0, metadata={"help": "sampling temperature of training rollouts"})
-    top_p: float = field(default=1.0, metadata={"help": "nucleus sampling of training and evaluation rollouts"})
+    tasks_per_step: int = field(default=16, metadata={"help": "train tasks drawn per RL step", "range": ">= 1"})
+    group_size: int = field(default=8, metadata={"help": "G: rollouts per task (one GRPO group)", "range": ">= 1"})
+    temperature: float = field(default=1.0, metadata={"help": "sampling temperature of training rollouts", "range": ">= 0"})
+    top_p: float = field(default=1.0, metadata={"help": "nucleus sampling of training and evaluation rollouts", "range": "(0, 1]"})
     max_prompt_tokens: int = field(default=2048, metadata={
-        "help": "prompts longer than this keep their last tokens (the teacher's privileged prompts too)"})
-    max_response_tokens: int = field(default=512, metadata={"help": "tokens generated per turn at most"})
-    history_length: int = field(default=2, metadata={"help": "past (observation, action) pairs shown in the prompt"})
+        "help": "prompts longer than this keep their last tokens (the teacher's privileged prompts too)", "range": ">= 1"})
+    max_response_tokens: int = field(default=512, metadata={"help": "tokens generated per turn at most", "range": ">= 1"})
+    history_length: int = field(default=2, metadata={"help": "past (observation, action) pairs shown in the prompt", "range": ">= 0"})
     max_env_steps: int | None = field(default=None, metadata={
-        "help": "actions per episode at most (null = the benchmark's own limit: ALFWorld 50, WebShop 15)"})
+        "help": "actions per episode at most (null = the benchmark's own limit: ALFWorld 50, WebShop 15)", "range": ">= 1"})
     think: bool = field(default=True, metadata={
         "help": "require <think>...</think> before <action>...</action>; the prompts follow it"})
     require_admissible: bool = field(default=False, metadata={
         "help": "an action outside the admissible list counts as invalid"})
-    env_workers: int = field(default=4, metadata={"help": "worker processes stepping envs; 0 = in this process"})
-    generation_batch: int = field(default=64, metadata={"help": "envs generated for in one backend call"})
+    env_workers: int = field(default=4, metadata={"help": "worker processes stepping envs; 0 = in this process", "range": ">= 0"})
+    generation_batch: int = field(default=64, metadata={"help": "envs generated for in one backend call", "range": ">= 1"})
 
 
 @dataclass
 class TrainConfig:
-    steps: int = field(default=200, metadata={"help": "RL steps"})
-    lr: float = field(default=1e-6, metadata={"help": "AdamW learning rate"})
-    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay"})
-    ppo_mini_batch: int = field(default=256, metadata={"help": "rows (segments) per optimiser step"})
+    steps: int = field(default=200, metadata={"help": "RL steps", "range": ">= 1"})
+    lr: float = field(default=1e-6, metadata={"help": "AdamW learning rate", "range": ">= 0"})
+    weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay", "range": ">= 0"})
+    ppo_mini_batch: int = field(default=256, metadata={"help": "rows (segments) per optimiser step", "range": ">= 1"})
     ppo_micro_batch: int = field(default=8, metadata={
-        "help": "rows per forward pass (gradient accumulation inside a mini-batch; also the scoring batch)"})
-    ppo_epochs: int = field(default=1, metadata={"help": "passes over the batch per RL step"})
-    clip_ratio: float = field(default=0.2, metadata={"help": "PPO clip ε of the ratio π_θ/π_old"})
+        "help": "rows per forward pass (gradient accumulation inside a mini-batch; also the scoring batch)", "range": ">= 1"})
+    ppo_epochs: int = field(default=1, metadata={"help": "passes over the batch per RL step", "range": ">= 1"})
+    clip_ratio: float = field(default=0.2, metadata={"help": "PPO clip ε of the ratio π_θ/π_old", "range": "> 0"})
     clip_ratio_c: float = field(default=3.0, metadata={
-        "help": "verl's dual clip for negative advantages: the per-token loss is capped at −A·c (c > 1)"})
+        "help": "verl's dual clip for negative advantages: the per-token loss is capped at −A·c (c > 1)", "range": "> 1"})
     loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"] = (
         field(default="token-mean", metadata={"help": "how the per-token loss becomes a scalar (verl's agg_loss)"})
     )
     kl_coef: float = field(default=0.01, metadata={
-        "help": "weight of the KL-to-reference loss term (0 = no term and no reference model)"})
+        "help": "weight of the KL-to-reference loss term (0 = no term and no reference model)", "range": ">= 0"})
     kl_estimator: Literal["k1", "k2", "k3"] = field(default="k3", metadata={
         "help": "per-token KL estimator; k3 is the low-variance one"})
-    grad_clip: float = field(default=1.0, metadata={"help": "gradient-norm clipping of the RL update"})
-    checkpoint_every: int = field(default=10, metadata={"help": "RL steps between checkpoints (and at the last step)"})
+    grad_clip: float = field(default=1.0, metadata={"help": "gradient-norm clipping of the RL update", "range": "> 0"})
+    checkpoint_every: int = field(default=10, metadata={"help": "RL steps between checkpoints (and at the last step)", "range": ">= 1"})
     device: str = field(default="auto", metadata={"help": '"auto" | "cpu" | "cuda"'})
     cpu_threads: int = field(default=0, metadata={
-        "help": "torch intra-op threads on the CPU (0 = torch's default); 1 suits parallel tiny jobs"})
+        "help": "torch intra-op threads on the CPU (0 = torch's default); 1 suits parallel tiny jobs", "range": ">= 0"})
 
 
 @dataclass
 class EvalConfig:
     every: int = field(default=5, metadata={
-        "help": "RL steps between evaluations (0 = only the final one)"})
-    temperature: float = field(default=0.4, metadata={"help": "sampling temperature of evaluation episodes"})
+        "help": "RL steps between evaluations (0 = only the final one)", "range": ">= 0"})
+    temperature: float = field(default=0.4, metadata={"help": "sampling temperature of evaluation episodes", "range": ">= 0"})
     split: str = field(default="eval_out", metadata={"help": "panel evaluated: eval_in or eval_out (or train)"})
     panel_size: int | None = field(default=None, metadata={
-        "help": "evaluate on the first this many tasks of the panel (null = the benchmark's full panel)"})
+        "help": "evaluate on the first this many tasks of the panel (null = the benchmark's full panel)", "range": ">= 1"})
     at_start: bool = field(default=True, metadata={"help": "also evaluate before the first RL step"})
 
 
@@ -140,7 +141,7 @@ class TrackingConfig:
 class GridConfig:
     """What ``snakemake`` expands into runs (the Snakefile reads this section of the profile)."""
 
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "master seeds of the grid"})
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "master seeds of the grid", "range": ">= 0"})
     benchmarks: list[str] = field(default_factory=lambda: ["alfworld", "webshop"], metadata={
         "help": "benchmarks of the grid"})
     methods: list[Any] = field(
@@ -149,10 +150,10 @@ class GridConfig:
             "a method is a registry name, or a mapping {name: ..., option: value} for a variant (e.g. a λ sweep)")},
     )
     gpus: int = field(default=1, metadata={
-        "help": "GPUs one train job asks the scheduler for (Snakemake resources; SLURM gets the same)"})
-    mem_mb: int = field(default=64_000, metadata={"help": "memory (MB) one train job asks for"})
-    threads: int = field(default=8, metadata={"help": "CPU threads one train job asks for"})
-    runtime_min: int = field(default=24 * 60, metadata={"help": "wall-time limit (minutes) one train job asks for"})
+        "help": "GPUs one train job asks the scheduler for (Snakemake resources; SLURM gets the same)", "range": ">= 0"})
+    mem_mb: int = field(default=64_000, metadata={"help": "memory (MB) one train job asks for", "range": ">= 1"})
+    threads: int = field(default=8, metadata={"help": "CPU threads one train job asks for", "range": ">= 1"})
+    runtime_min: int = field(default=24 * 60, metadata={"help": "wall-time limit (minutes) one train job asks for", "range": ">= 1"})
 
 
 @dataclass
@@ -165,7 +166,7 @@ class MethodSection:
 
 @dataclass
 class RunConfig:
-    seed: int = field(default=0, metadata={"help": "master seed; every other seed is derived from it by hashing"})
+    seed: int = field(default=0, metadata={"help": "master seed; every other seed is derived from it by hashing", "range": ">= 0"})
     profile: str = field(default="paper", metadata={
         "help": "profile name: picks the benchmarks' sizing defaults and keys the tiny-model cache"})
     benchmark: Literal["alfworld", "webshop"] = field(default="alfworld", metadata={"help": "benchmark of the run"})
@@ -322,6 +323,7 @@ def config_from_dict(raw: Mapping[str, Any]) -> RunConfig:
     cfg.method.options = dataclasses.asdict(method_config) if cfg.method.options else {}
     cfg.method.options = {k: v for k, v in cfg.method.options.items() if k in raw["method"]["options"]}
     _align_think(cfg)
+    check_config(cfg)
     return cfg
 
 
@@ -342,7 +344,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         path = Path(path)
         if not path.exists():
             raise ConfigError(f"config file {str(path)!r} does not exist; profiles live in config/ (tiny, smoke, paper)")
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = read_yaml(path)
     # `method=sharpo` names the method; its options come as `method.lam=0.2`, in any order
     overrides = [f"method.name={o.split('=', 1)[1]}" if o.startswith("method=") else o for o in overrides or []]
     extra = parse_overrides(overrides)

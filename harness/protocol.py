@@ -54,14 +54,35 @@ def build_protocol(*, config: dict, method_options: dict, seeds: dict, template_
         "git_commit": git_commit(Path(__file__).resolve().parent.parent),
     }
     record["sha256"] = protocol_hash(record)
+    record["config_sha256"] = config_hash(record)
     return record
 
 
+# Where a run is written and logged, and which runs the workflow expands, are not how one run is made.
+VOLATILE_CONFIG_KEYS = ("output_dir", "run_name", "tracking", "grid")
+
+
+def stable_view(record: dict) -> dict:
+    """The record without volatile fields (its own hashes, run paths, tracking, the grid, the git commit)."""
+    stable = {k: v for k, v in record.items() if k not in ("sha256", "config_sha256", "git_commit")}
+    stable["config"] = {k: v for k, v in (stable.get("config") or {}).items() if k not in VOLATILE_CONFIG_KEYS}
+    return stable
+
+
 def protocol_hash(record: dict) -> str:
-    """sha256 over the record without volatile fields (its own hash, run paths, the git commit)."""
-    stable = {k: v for k, v in record.items() if k not in ("sha256", "git_commit")}
-    stable["config"] = {k: v for k, v in stable["config"].items() if k not in ("output_dir", "run_name", "tracking")}
-    return hashlib.sha256(json.dumps(stable, sort_keys=True, default=str).encode()).hexdigest()
+    """sha256 over the stable view of the record (config, method options, seeds, template, panels, versions)."""
+    return _sha256(stable_view(record))
+
+
+def config_hash(record: dict) -> str:
+    """sha256 over what a profile decides for one run: its resolved config and its method's full option set.
+    The workflow re-runs a run when this changes; package versions or panel contents do not enter it."""
+    stable = stable_view(record)
+    return _sha256({"config": stable["config"], "method": stable.get("method")})
+
+
+def _sha256(data: dict) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def write_json(path: Path, data: dict) -> None:

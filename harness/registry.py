@@ -37,6 +37,7 @@ class Method:
     keeps_sign: ClassVar[bool] = True
     grpo_limit: ClassVar[Mapping[str, Any] | None] = None
     stress_options: ClassVar[Mapping[str, Any]] = {}
+    min_group_size: ClassVar[int] = 1
 
     def __init__(self, config: Any = None):
         self.config = config if config is not None else self.Config()

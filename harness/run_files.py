@@ -8,6 +8,7 @@ from it, so a resumed run can drop the rows written after its last checkpoint.
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -26,9 +27,23 @@ class StepLog:
         self.journal = csv_path.with_suffix(".jsonl")
 
     def rows(self) -> list[dict]:
+        """The journal's rows. A torn last line (the write a kill cut short; it always follows the last
+        checkpoint) is dropped with a warning; a damaged line before it is an error naming the file and line."""
         if not self.journal.exists():
             return []
-        return [json.loads(line) for line in self.journal.read_text().splitlines() if line.strip()]
+        lines = [(number, line) for number, line in enumerate(self.journal.read_text().splitlines(), 1) if line.strip()]
+        rows = []
+        for index, (number, line) in enumerate(lines):
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                if index == len(lines) - 1:
+                    warnings.warn(f"{self.journal}: dropped its torn last line {number} ({err.msg}); it was written "
+                                  f"after the last checkpoint, so a resume recomputes it", stacklevel=2)
+                    break
+                raise ValueError(f"{self.journal}, line {number}: not a JSON row ({err.msg}); the journal is damaged "
+                                 f"before its end. Start the run over with --force") from None
+        return rows
 
     def append(self, rows: Iterable[Mapping]) -> None:
         with self.journal.open("a") as f:

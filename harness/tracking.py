@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Mapping
 
+from harness import mlflow_runs
+
 RUN_ID_FILE = "mlflow_run_id"
 
 
@@ -56,7 +58,7 @@ def _store_lock(uri: str):
 
 class MlflowTracker:
     def __init__(self, uri: str, artifact_root: str, experiment: str, run_name: str, run_dir: Path,
-                 params: Mapping[str, Any], tags: Mapping[str, str]):
+                 params: Mapping[str, Any], tags: Mapping[str, str], replaces: str | None = None):
         from mlflow.tracking import MlflowClient
 
         if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
@@ -68,10 +70,15 @@ class MlflowTracker:
         if id_file.exists():  # resume: continue the same MLflow run
             self.run_id = id_file.read_text().strip()
             self.client.update_run(self.run_id, status="RUNNING")
+            self.logged = mlflow_runs.logged_steps(self.client, self.run_id)
         else:
-            run = self.client.create_run(experiment_id, run_name=run_name, tags=dict(tags))
+            folder = str(Path(run_dir).resolve())
+            run = self.client.create_run(experiment_id, run_name=run_name,
+                                         tags={**tags, mlflow_runs.RUN_DIR_TAG: folder})
             self.run_id = run.info.run_id
             id_file.write_text(self.run_id)
+            self.logged = {}
+            mlflow_runs.archive_replaced(self.client, experiment_id, folder, self.run_id, replaces)
             self._log_params(params)
 
     def _experiment_id(self, name: str, artifact_root: str) -> str:
@@ -96,7 +103,7 @@ class MlflowTracker:
 
         now = int(time.time() * 1000)
         items = [Metric(k.replace("@", "_"), float(v), now, step) for k, v in metrics.items()
-                 if v is not None and math.isfinite(float(v))]
+                 if v is not None and math.isfinite(float(v)) and step > self.logged.get(k.replace("@", "_"), -1)]
         for start in range(0, len(items), 500):
             self.client.log_batch(self.run_id, metrics=items[start:start + 500])
 
@@ -108,7 +115,8 @@ class MlflowTracker:
 
 
 def make_tracker(tracking_cfg, *, experiment: str, run_name: str, run_dir: Path, params: Mapping[str, Any],
-                 tags: Mapping[str, str]):
+                 tags: Mapping[str, str], replaces: str | None = None):
     if not tracking_cfg.enabled:
         return NullTracker()
-    return MlflowTracker(tracking_cfg.uri, tracking_cfg.artifact_root, experiment, run_name, run_dir, params, tags)
+    return MlflowTracker(tracking_cfg.uri, tracking_cfg.artifact_root, experiment, run_name, run_dir, params, tags,
+                         replaces)

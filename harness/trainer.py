@@ -95,9 +95,10 @@ def degenerate_group_fraction(trajs) -> float:
     return sum(len(r) == 1 for r in returns.values()) / max(len(returns), 1)
 
 
-def train(cfg, resume: bool = False, force: bool = False, log=print) -> Path:
-    """Run (or resume) one training run; returns its folder. A finished run is left untouched unless ``force``."""
-    ctx = open_run(cfg, resume=resume, force=force, log=log)
+def train(cfg, resume: bool = False, force: bool = False, log=print, restart_changed: bool = False) -> Path:
+    """Run (or resume) one training run; returns its folder. A finished run is left untouched unless ``force``
+    (a finished run under another protocol is an error, or is started over with ``restart_changed``)."""
+    ctx = open_run(cfg, resume=resume, force=force, log=log, restart_changed=restart_changed)
     if ctx is None:
         return cfg.run_dir
     wall_start = time.perf_counter() - ctx.elapsed_s
@@ -115,7 +116,8 @@ def train(cfg, resume: bool = False, force: bool = False, log=print) -> Path:
             "run_name": cfg.name, "benchmark": cfg.benchmark, "method": cfg.method.name,
             "method_label": cfg.method_label, "seed": cfg.seed, "steps": cfg.train.steps,
             "wall_time_s": time.perf_counter() - wall_start, "final_eval": final,
-            "protocol_sha256": ctx.protocol["sha256"],
+            "final_eval_step": cfg.train.steps, "protocol_sha256": ctx.protocol["sha256"],
+            "config_sha256": ctx.protocol["config_sha256"],
         })
         status = "FINISHED"
     finally:

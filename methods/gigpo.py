@@ -19,15 +19,15 @@ from methods.grpo import EPISODE_COLUMNS, advantage_diagnostics, episode_advanta
 class GigpoConfig:
     mode: Literal["mean_norm", "mean_std_norm"] = field(default="mean_norm", metadata={
         "help": "mean_norm: centre only (verl-agent's default and run scripts); mean_std_norm: also divide by the std"})
-    gamma: float = field(default=0.95, metadata={"help": "γ of the step return"})
-    omega: float = field(default=1.0, metadata={"help": "ω: weight of the step advantage"})
+    gamma: float = field(default=0.95, metadata={"help": "γ of the step return", "range": "[0, 1]"})
+    omega: float = field(default=1.0, metadata={"help": "ω: weight of the step advantage", "range": ">= 0"})
     invalid_action_penalty: float = field(default=0.1, metadata={
-        "help": "p: subtracted from a step row's episode score per invalid action"})
+        "help": "p: subtracted from a step row's episode score per invalid action", "range": ">= 0"})
     penalize_step_return: bool = field(default=True, metadata={
         "help": "also subtract p from the row's step return (verl-agent)"})
     cross_steps: bool = field(default=True, metadata={
         "help": "episode statistics over all step rows of the group (verl-agent)"})
-    epsilon: float = field(default=1e-6, metadata={"help": "ε added to the std"})
+    epsilon: float = field(default=1e-6, metadata={"help": "ε added to the std", "range": "> 0"})
 
 
 def discounted_returns(reward: Tensor, traj_id: Tensor, step_idx: Tensor, gamma: float) -> Tensor:
@@ -55,6 +55,7 @@ def discounted_returns(reward: Tensor, traj_id: Tensor, step_idx: Tensor, gamma:
 
 @register("gigpo")
 class Gigpo(Method):
+    min_group_size = 2  # episode and step groups compare rollouts of the same task
     """A = A^E + ω·A^S; A^S normalises the step return R_t over rows of one task group that answered the same
     observation (``obs_hash``); a singleton step group gets A^S = 0. ``mode`` applies to both terms."""
 

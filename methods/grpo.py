@@ -21,7 +21,7 @@ class GrpoConfig:
     cross_steps: bool = field(default=True, metadata={
         "help": "mean/std over all step rows of the group (verl-agent); false: over one score per rollout"})
     norm_by_std: bool = field(default=True, metadata={"help": "false drops the division by the std (Dr. GRPO reading)"})
-    epsilon: float = field(default=1e-6, metadata={"help": "ε added to the std"})
+    epsilon: float = field(default=1e-6, metadata={"help": "ε added to the std", "range": "> 0"})
 
 
 def step_scores(batch: StepBatch, penalty: float) -> Tensor:
@@ -64,6 +64,7 @@ def advantage_diagnostics(adv_rows: Tensor, batch: StepBatch) -> dict[str, float
 
 
 class GrpoBase(Method):
+    min_group_size = 2  # advantages are relative to the other rollouts of the task's group
     """Shared plumbing for GRPO and the methods built on its advantage (not registered itself)."""
 
     Config = GrpoConfig

@@ -27,8 +27,8 @@ from methods.grpo import GrpoBase, GrpoConfig, advantage_diagnostics
 
 @dataclass
 class SharpoConfig(GrpoConfig):
-    lam: float = field(default=0.05, metadata={"help": "λ (paper's best; 0.2 also reported)"})
-    tau: float = field(default=1.0, metadata={"help": "τ: temperature of the segment weight"})
+    lam: float = field(default=0.05, metadata={"help": "λ (paper's best; 0.2 also reported)", "range": "[0, 1]"})
+    tau: float = field(default=1.0, metadata={"help": "τ: temperature of the segment weight", "range": "> 0"})
     reduce: Literal["mean", "sum"] = field(default="mean", metadata={
         "help": "ḡ_k: mean (paper) or sum of δ_t over the segment's tokens"})
     signed: bool = field(default=True, metadata={

@@ -29,13 +29,13 @@ from methods.grpo import GrpoBase, GrpoConfig, advantage_diagnostics
 
 @dataclass
 class StepOpsdConfig(GrpoConfig):
-    lam_mix: float = field(default=0.1, metadata={"help": "λ_mix (0.3 also tried)"})
-    alpha: float = field(default=1.0, metadata={"help": "α: segment credit clipped to [−α, α] (0.5 also tried)"})
+    lam_mix: float = field(default=0.1, metadata={"help": "λ_mix (0.3 also tried)", "range": ">= 0"})
+    alpha: float = field(default=1.0, metadata={"help": "α: segment credit clipped to [−α, α] (0.5 also tried)", "range": "> 0"})
     floor: float = field(default=0.05, metadata={
-        "help": "lower bound of the multiplier, keeps sign(Ã) = sign(A)"})
+        "help": "lower bound of the multiplier, keeps sign(Ã) = sign(A)", "range": "> 0"})
     reduce: Literal["sum", "mean"] = field(default="sum", metadata={
         "help": "e_k: sum (paper) or mean of δ_t over the segment's tokens"})
-    budget_eps: float = field(default=1e-6, metadata={"help": "ε of the per-rollout budget normalisation"})
+    budget_eps: float = field(default=1e-6, metadata={"help": "ε of the per-rollout budget normalisation", "range": "> 0"})
 
 
 def budget_normalize(credit: Tensor, traj_id: Tensor, counted: Tensor, eps: float) -> Tensor:

@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from paper_figures.build import build
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m paper_figures", description=__doc__)
     parser.add_argument("--runs", default="results/tiny/runs", help="root of the run folders (default: results/tiny/runs)")
     parser.add_argument("--out", default="results/tiny", help="writes OUT/tables and OUT/figures (default: results/tiny)")
@@ -18,9 +19,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--baseline", default="grpo", help="method the probability of improvement compares to")
     parser.add_argument("--no-figures", action="store_true", help="write the tables only")
     args = parser.parse_args(argv)
-    build(args.runs, args.out, args.profile, args.config_dir, args.reps, args.seed, args.baseline,
-          figures=not args.no_figures)
+    from harness.config import ConfigError
+    from paper_figures.load import RunDataError
+
+    try:
+        build(args.runs, args.out, args.profile, args.config_dir, args.reps, args.seed, args.baseline,
+              figures=not args.no_figures)
+    except (FileNotFoundError, RunDataError, ConfigError) as err:
+        print(f"paper_figures: error: {err}", file=sys.stderr)
+        return 2
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

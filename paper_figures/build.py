@@ -22,6 +22,20 @@ def expected_runs(profile: str | None, config_dir: str | Path = "config") -> tup
     return frame, grid.method_labels
 
 
+def drop_stale(results: Results, profile: str | None, config_dir, tables_dir: Path) -> tuple[Results, list[Path]]:
+    """With a profile: leave out (and list in tables/stale_runs.csv) the runs made under another protocol."""
+    if profile is None:
+        return results, []
+    from paper_figures.identity import expected_records, find_stale, warn_stale
+
+    stale = find_stale(results.runs, expected_records(profile, config_dir))
+    warn_stale(stale)
+    tables_dir.mkdir(parents=True, exist_ok=True)
+    stale.to_csv(tables_dir / "stale_runs.csv", index=False)
+    keys = set(zip(stale["benchmark"], stale["method"], stale["seed"].astype(int)))
+    return results.without(keys), [tables_dir / "stale_runs.csv"]
+
+
 def missing_runs(results: Results, expected: pd.DataFrame) -> pd.DataFrame:
     found = set(results.runs[["benchmark", "method", "seed"]].itertuples(index=False, name=None))
     rows = [r for r in expected.itertuples(index=False, name=None) if (r[0], r[1], int(r[2])) not in found]
@@ -92,11 +106,13 @@ def build(runs_dir: str | Path = "results/runs", out_dir: str | Path = "results"
     """
     started = time.perf_counter()
     results = load_runs(runs_dir)
+    out_dir = Path(out_dir)
+    results, stale_paths = drop_stale(results, profile, config_dir, out_dir / "tables")
     expected, order = expected_runs(profile, config_dir)
     ctx = tables.Context(expected=expected, reference=tables.load_reference(), order=order, baseline=baseline,
                          reps=reps, seed=seed)
-    out_dir = Path(out_dir)
     table_paths, rliable_frames = write_tables(results, ctx, out_dir / "tables")
+    table_paths += stale_paths
     figure_paths = write_figures(results, ctx, rliable_frames, out_dir / "figures") if figures else []
     print(f"paper_figures: {len(results.runs)} finished run(s), {len(missing_runs(results, expected))} missing; "
           f"wrote {len(table_paths)} table and {len(figure_paths)} figure files under {out_dir} "

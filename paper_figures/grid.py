@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -33,10 +31,14 @@ class RunSpec:
 
     def overrides(self) -> list[str]:
         """Command-line overrides for ``python -m harness train``, each quoted for the shell."""
+        return [shlex.quote(item) for item in self.override_items()]
+
+    def override_items(self) -> list[str]:
+        """The same overrides unquoted, as ``harness.config.load_config`` takes them."""
         items = [f"benchmark={self.benchmark}", f"method={self.method_name}"]
         items += [f"method.{key}={_scalar(value)}" for key, value in self.options]
         items.append(f"seed={self.seed}")
-        return [shlex.quote(item) for item in items]
+        return items
 
 
 @dataclass(frozen=True)
@@ -88,13 +90,15 @@ def profile_path(profile: str, config_dir: str | Path = "config") -> Path:
 def load_grid(profile: str, config_dir: str | Path = "config") -> Grid:
     """Read a profile's grid, check it, and expand it into runs (benchmarks × methods × seeds)."""
     from harness.config import ConfigError, GridConfig, RunConfig, build_dataclass, method_label
+    from harness.validation import check_ranges, read_yaml
 
     path = profile_path(profile, config_dir)
     if not path.exists():
         choices = sorted(p.stem for p in Path(config_dir).glob("*.yaml"))
         raise ConfigError(f"profile {profile!r}: {path} does not exist; profiles in {config_dir}/: {choices}")
-    raw = yaml.safe_load(path.read_text()) or {}
+    raw = read_yaml(path)
     grid = build_dataclass(GridConfig, raw.get("grid") or {}, where=f"{path}: grid")
+    check_ranges(grid, f"{path}: grid")
     runs = []
     for index, entry in enumerate(grid.methods):
         name, options = _split_method(entry, f"{path}: grid.methods[{index}]")

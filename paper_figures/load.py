@@ -3,7 +3,8 @@
 A run is finished when its ``done.json`` exists (the engine writes it last, atomically); folders without it are
 runs in progress or killed, and are left out. Per run the engine writes ``metrics.csv`` (one row per training
 step), ``eval.csv`` (one row per evaluated episode; the last eval step is the final evaluation) and
-``done.json`` (run identity, wall time, final eval summary).
+``done.json`` (run identity, wall time, final eval summary, and the step of the final evaluation: a run whose
+``eval.csv`` lacks that step is refused, naming the run, rather than reported with an earlier evaluation).
 """
 from __future__ import annotations
 
@@ -34,6 +35,20 @@ class Results:
 
     def empty(self) -> bool:
         return self.runs.empty
+
+    def without(self, keys: set[tuple]) -> "Results":
+        """These results less the runs whose (benchmark, method, seed) is in ``keys``."""
+        def keep(frame: pd.DataFrame) -> pd.DataFrame:
+            if frame.empty or not keys:
+                return frame
+            mask = [(b, m, int(s)) not in keys for b, m, s in zip(frame["benchmark"], frame["method"], frame["seed"])]
+            return frame[mask].reset_index(drop=True)
+
+        return Results(runs=keep(self.runs), evals=keep(self.evals), metrics=keep(self.metrics))
+
+
+class RunDataError(ValueError):
+    """A finished run's files contradict each other; the tables refuse it rather than report a wrong number."""
 
 
 def _read_csv(path: Path) -> pd.DataFrame | None:
@@ -82,19 +97,33 @@ def read_run(run_dir: Path) -> tuple[dict, pd.DataFrame | None, pd.DataFrame | N
         absent = sorted(set(EVAL_COLUMNS) - set(evals.columns))
         if absent:
             raise ValueError(f"{run_dir / 'eval.csv'} lacks columns {absent}; expected {EVAL_COLUMNS}")
-        evals["final"] = evals["step"] == evals["step"].max()
+        final_step = done.get("final_eval_step", done.get("steps"))
+        if final_step is None:  # a done.json from before the step was recorded: the last evaluation
+            final_step = evals["step"].max()
+        evals["final"] = evals["step"] == final_step
         final = evals[evals["final"]]
+        if final.empty:
+            raise RunDataError(
+                f"run {run_dir}: eval.csv has no rows for the final evaluation (step {final_step}, recorded in "
+                f"done.json; it holds steps {sorted(evals['step'].unique().tolist())}). Re-evaluate the run "
+                f"(python -m harness eval ... --out <csv>) or retrain it (python -m harness train ... --force)")
     row = _run_row(done, run_dir, final)
     metrics = _read_csv(run_dir / "metrics.csv")
     return row, (None if evals is None else _tag(evals, row)), (None if metrics is None else _tag(metrics, row))
 
 
 def load_runs(root: str | Path) -> Results:
-    """Every finished run under ``root``; an unreadable run is skipped with a warning naming its folder."""
+    """Every finished run under ``root``; an unreadable run is skipped with a warning naming its folder, a run whose
+    files contradict each other is an error (``RunDataError``), and so is a ``root`` that does not exist."""
+    if not Path(root).is_dir():
+        raise FileNotFoundError(f"runs folder {root} does not exist; pass --runs <the output_dir of the profile's "
+                                f"runs> (e.g. results/tiny/runs), or train the runs first (snakemake)")
     rows, evals, metrics = [], [], []
     for done_path in sorted(Path(root).glob("*/*/seed*/done.json")):
         try:
             row, run_evals, run_metrics = read_run(done_path.parent)
+        except RunDataError:
+            raise
         except (ValueError, KeyError, json.JSONDecodeError, pd.errors.ParserError) as err:
             warnings.warn(f"skipping run {done_path.parent}: {err}", stacklevel=2)
             continue

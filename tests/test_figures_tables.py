@@ -100,6 +100,7 @@ def test_webshop_and_lambda_tables(tmp_path: Path):
 
 
 def test_no_runs_at_all_writes_marked_tables(tmp_path: Path):
+    (tmp_path / "nothing").mkdir()  # an empty runs folder; a missing one is an error (test_figures_identity)
     paths = build(tmp_path / "nothing", tmp_path / "out", profile=str(FIXTURES / "grid4.yaml"), reps=20)
     markdown = (tmp_path / "out" / "tables" / "main.md").read_text()
     assert "| GRPO | — | 70.57 ± 7.83 |" in markdown

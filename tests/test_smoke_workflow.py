@@ -6,6 +6,7 @@ shipped, and checks that the tables hold the runs' own numbers.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -63,3 +64,14 @@ def test_smoke_runs_are_in_mlflow(smoke_results):
     runs = client.search_runs([experiment.experiment_id])
     assert sorted(r.info.run_name for r in runs) == ["grpo-alfworld-seed0", "sharpo-alfworld-seed0"]
     assert all(r.info.status == "FINISHED" and "eval/success" in r.data.metrics for r in runs)
+
+
+def test_soak_two_kills_reach_the_uninterrupted_tables(smoke_results, tmp_path):
+    """benchmarks/soak.py with N = 2: the smoke grid SIGKILLed twice at random moments and resumed each time ends
+    with the tables, per-run logs and MLflow runs of the uninterrupted grid above (the README records N = 10)."""
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--kills", "2", "--reference", str(smoke_results.parent),
+           "--work", str(tmp_path / "soak")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["kills"] == 2 and summary["equal_to_reference"]

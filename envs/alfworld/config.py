@@ -13,24 +13,24 @@ class AlfworldConfig:
     data_path: str | None = field(default=None, metadata={
         "help": "the official json_2.1.1 tree; null = $ALFWORLD_DATA if set, else generated offline games"})
     source: str = field(default="auto", metadata={"help": '"auto" | "official" | "generated"'})
-    max_steps: int = field(default=50, metadata={"help": "actions per episode at most"})
-    train_panel_size: int | None = field(default=None, metadata={"help": "train tasks (null = profile default)"})
+    max_steps: int = field(default=50, metadata={"help": "actions per episode at most", "range": ">= 1"})
+    train_panel_size: int | None = field(default=None, metadata={"help": "train tasks (null = profile default)", "range": ">= 1"})
     eval_panel_size: int | None = field(default=None, metadata={
-        "help": "tasks of each eval panel (null = profile default; paper: 134 eval-out games)"})
+        "help": "tasks of each eval panel (null = profile default; paper: 134 eval-out games)", "range": ">= 1"})
     cache_dir: str = field(default="results/cache/alfworld", metadata={"help": "where generated games are cached"})
     think: bool | None = field(default=None, metadata={"help": (
         "prompt asks for <think>...</think> before <action>; null = follow rollout.think (set that one only)")})
     # Generated games (ignored with official data)
     max_receptacles: int | None = field(default=None, metadata={
-        "help": "receptacles per generated game; 0 = every receptacle of the scene (paper); null = profile default"})
+        "help": "receptacles per generated game; 0 = every receptacle of the scene (paper); null = profile default", "range": ">= 0"})
     num_distractors: int | None = field(default=None, metadata={"help": (
-        "objects besides the target(s); -1 = one to max_instances per class (paper); null = profile default")})
-    max_instances: int = field(default=2, metadata={"help": "per distractor class when num_distractors = -1"})
+        "objects besides the target(s); -1 = one to max_instances per class (paper); null = profile default"), "range": ">= -1"})
+    max_instances: int = field(default=2, metadata={"help": "per distractor class when num_distractors = -1", "range": ">= 1"})
     scenes: list[int] | None = field(default=None, metadata={
-        "help": "layouts to draw from (FloorPlan numbers); null = all that ship with alfworld"})
+        "help": "layouts to draw from (FloorPlan numbers); null = all that ship with alfworld", "range": ">= 1"})
     task_types: list[str] | None = field(default=None, metadata={"help": "subset of the six types; null = all six"})
     panel_seed: int = field(default=0, metadata={
-        "help": "which generated games make the panels (not the run seed: panels stay fixed across seeds)"})
+        "help": "which generated games make the panels (not the run seed: panels stay fixed across seeds)", "range": ">= 0"})
 
 
 @dataclass(frozen=True)

@@ -13,26 +13,26 @@ from dataclasses import dataclass, field
 class WebshopConfig:
     url: str | None = field(default=None, metadata={
         "help": "a running WebShop site (web_agent_site.app); null = the offline catalogue shipped here"})
-    max_steps: int = field(default=15, metadata={"help": "actions per episode at most"})
-    train_panel_size: int | None = field(default=None, metadata={"help": "train goals (null = profile default)"})
+    max_steps: int = field(default=15, metadata={"help": "actions per episode at most", "range": ">= 1"})
+    train_panel_size: int | None = field(default=None, metadata={"help": "train goals (null = profile default)", "range": ">= 1"})
     eval_panel_size: int | None = field(default=None, metadata={
-        "help": "goals of the eval panel (null = profile default; paper: 500 goals)"})
-    request_timeout_s: float = field(default=10.0, metadata={"help": "timeout of one request to a WebShop server"})
+        "help": "goals of the eval panel (null = profile default; paper: 500 goals)", "range": ">= 1"})
+    request_timeout_s: float = field(default=10.0, metadata={"help": "timeout of one request to a WebShop server", "range": "> 0"})
     think: bool | None = field(default=None, metadata={"help": (
         "prompt asks for <think>...</think> before <action>; null = follow rollout.think (set that one only)")})
     # Task size (null = profile default; "paper" = WebShop's own semantics)
     products_per_type: int | None = field(default=None, metadata={
-        "help": "catalogue size = product types (20) x this"})
+        "help": "catalogue size = product types (20) x this", "range": ">= 1"})
     asin_length: int | None = field(default=None, metadata={
-        "help": 'random characters after "B0" in a product id (WebShop: 8)'})
-    goals_per_product: int | None = field(default=None, metadata={"help": "instructions generated per product"})
+        "help": 'random characters after "B0" in a product id (WebShop: 8)', "range": ">= 1"})
+    goals_per_product: int | None = field(default=None, metadata={"help": "instructions generated per product", "range": ">= 1"})
     max_option_groups: int | None = field(default=None, metadata={
-        "help": "option groups (size, color, ...) a product can have"})
-    max_option_values: int | None = field(default=None, metadata={"help": "values per option group"})
-    max_goal_attributes: int | None = field(default=None, metadata={"help": "attributes an instruction asks for"})
-    results_per_page: int | None = field(default=None, metadata={"help": "search results per page (WebShop: 10)"})
+        "help": "option groups (size, color, ...) a product can have", "range": "[0, 3]"})
+    max_option_values: int | None = field(default=None, metadata={"help": "values per option group", "range": ">= 1"})
+    max_goal_attributes: int | None = field(default=None, metadata={"help": "attributes an instruction asks for", "range": ">= 1"})
+    results_per_page: int | None = field(default=None, metadata={"help": "search results per page (WebShop: 10)", "range": ">= 1"})
     search_return_n: int | None = field(default=None, metadata={
-        "help": "results a search returns over all pages (WebShop: 50)"})
+        "help": "results a search returns over all pages (WebShop: 50)", "range": ">= 1"})
     detail_pages: bool | None = field(default=None, metadata={
         "help": "Description / Features / Reviews buttons on the item page"})
     search_button: bool | None = field(default=None, metadata={

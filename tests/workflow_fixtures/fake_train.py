@@ -1,5 +1,5 @@
 """A stand-in for ``python -m harness train`` with the same command line and the same run-folder contract, for
-the workflow tests: ``fake_train.py --config PROFILE.yaml --resume benchmark=B method=M seed=S``.
+the workflow tests: ``fake_train.py --config PROFILE.yaml --resume --restart-if-changed benchmark=B method=M seed=S``.
 
 It appends one line per invocation to $FAKE_TRAIN_LOG, sleeps $FAKE_TRAIN_SLEEP seconds (so a test can kill the
 workflow mid-grid), then writes a synthetic run with done.json last. Like the engine it refuses to overwrite a
@@ -23,6 +23,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--config", required=True)
     parser.add_argument("--resume", action="store_true")
+    parser.add_argument("--restart-if-changed", action="store_true")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     values = dict(item.split("=", 1) for item in args.overrides)

@@ -52,8 +52,11 @@ class ModelConfig:
 class BackendConfig:
     name: Literal["hf", "vllm"] = "vllm"
     gpu_memory_utilization: float = 0.6
-    tensor_parallel_size: int = 1
-    max_model_len: int | None = None  # vllm: longest prompt + response it must hold (None = the model's limit)
+    tensor_parallel_size: int | None = field(default=None, metadata={
+        "help": "vllm: GPUs the engine is sharded over (None = the run's GPU count, grid.gpus)"})
+    max_model_len: int | None = field(default=None, metadata={
+        "help": "vllm: longest prompt + response it must hold (None = rollout.max_prompt_tokens + "
+                "rollout.max_response_tokens)"})
     enforce_eager: bool = False  # vllm: skip CUDA-graph capture (faster start, slower decode)
 
 

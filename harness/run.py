@@ -17,7 +17,7 @@ import torch
 from envs.base import Benchmark, TaskPanel
 from envs.vector import VectorEnv
 from harness import checkpoint, registry
-from harness.backends import make_backend
+from harness.backends import engine_config, make_backend
 from harness.config import RunConfig, to_dict
 from harness.policy import prepare_policy
 from harness.protocol import build_protocol, write_json
@@ -143,7 +143,7 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
         cfg=cfg, run_dir=run_dir, seeds=seeds, benchmark=benchmark, train_panel=train_panel, eval_panel=eval_panel,
         method=method, model=model, ref_model=ref_model, tokenizer=tokenizer, optimizer=optimizer,
         accelerator=accelerator,
-        backend=make_backend(cfg.backend, accelerator.unwrap_model(model), tokenizer, accelerator.device),
+        backend=make_backend(engine_config(cfg), accelerator.unwrap_model(model), tokenizer, accelerator.device),
         teacher=(TeacherScorer(accelerator.unwrap_model(model), tokenizer, cfg.benchmark,
                                cfg.rollout.max_prompt_tokens, cfg.train.ppo_micro_batch)
                  if method.teacher is not None else None),

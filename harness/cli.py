@@ -62,7 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "train":
         from harness.trainer import train
 
-        train(cfg, resume=args.resume, force=args.force)
+        try:
+            train(cfg, resume=args.resume, force=args.force)
+        except ConnectionError as err:  # the tracking server is down: nothing was built or trained
+            print(f"tracking error: {err}", file=sys.stderr)
+            return 2
     elif args.command == "eval":
         from harness.evaluate import evaluate_checkpoint
 

@@ -109,7 +109,9 @@ class EvalConfig:
 @dataclass
 class TrackingConfig:
     enabled: bool = True
-    uri: str = "sqlite:///results/mlflow.db"
+    uri: str = field(default="${MLFLOW_TRACKING_URI:-sqlite:///results/mlflow.db}", metadata={
+        "help": "MLflow store; ${VAR:-default} reads the environment: a cluster exports MLFLOW_TRACKING_URI="
+                "http://<head node>:5000 (an mlflow server), locally it is the sqlite file"})
     artifact_root: str = "results/mlartifacts"
 
 

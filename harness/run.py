@@ -24,7 +24,7 @@ from harness.protocol import build_protocol, write_json
 from harness.run_files import EVAL, METRICS, PROTOCOL, StepLog, is_finished
 from harness.seeding import Seeds, seed_everything, seeded_benchmark
 from harness.teacher import TeacherScorer
-from harness.tracking import make_tracker
+from harness.tracking import check_store, experiment_name, make_tracker
 
 
 class PartialRunError(RuntimeError):
@@ -104,6 +104,7 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
         cfg = dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=False))
         resume = True
     else:
+        check_store(cfg.tracking)  # an unreachable tracking server fails here, before any model is built
         run_dir = prepare_run_dir(cfg, resume, force, log)
     if run_dir is None:
         return None
@@ -132,7 +133,8 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
     if cfg.model.gradient_checkpointing and accelerator.device.type == "cuda":
         accelerator.unwrap_model(model).gradient_checkpointing_enable()
 
-    tracker = make_tracker(cfg.tracking, experiment=cfg.benchmark, run_name=cfg.name, run_dir=run_dir,
+    tracker = make_tracker(cfg.tracking, experiment=experiment_name(cfg.profile, cfg.benchmark), run_name=cfg.name,
+                           run_dir=run_dir,
                            params=to_dict(cfg) | {"method_options": protocol["method"]["options"]},
                            tags={"protocol_sha256": protocol["sha256"], "git_commit": str(protocol["git_commit"]),
                                  "method": cfg.method.name, "method_label": cfg.method_label, "profile": cfg.profile,

@@ -2,7 +2,7 @@
 
     snakemake --cores 2                                         # profile "tiny" (CPU, tiny model, offline)
     snakemake --cores 2 --config profile=smoke                  # CI: 2 methods × 1 benchmark × 1 seed
-    snakemake --cores 8 --resources gpu=8 --config profile=paper   # the 7B protocol on one 8-GPU machine
+    snakemake --cores all --resources gpu=8 --config profile=paper # the 7B protocol on one 8-GPU machine
     snakemake --profile profiles/slurm --config profile=paper      # the same 36 jobs on a SLURM cluster
     snakemake runs --cores 2                                    # train only, no tables
 
@@ -24,11 +24,13 @@ engine starts the stale folder over.
 Runs go to ``<output_dir>/<benchmark>/<method_label>/seed<seed>/`` (output_dir from the profile, default
 results/runs); the label comes from harness.config.method_label, the function the engine names its folders with.
 """
+import os
 import shlex
 import sys
 
 sys.path.insert(0, workflow.basedir)  # harness and paper_figures from this checkout, wherever snakemake runs
 
+from harness.gpu_slots import job_threads, wrapper_prefix  # noqa: E402
 from paper_figures.grid import load_grid  # noqa: E402
 from paper_figures.identity import grid_identities  # noqa: E402
 
@@ -41,6 +43,14 @@ TRAIN_CMD = str(config.get("train_cmd", f"{shlex.quote(sys.executable)} -m harne
 PYTHON = shlex.quote(sys.executable)
 RUN_DIR = RUNS + "/{benchmark}/{label}/seed{seed}"
 IDENTITY = grid_identities(GRID)  # run key -> config identity (harness.protocol.config_hash), ~10 ms a run
+# Local runs: each train job gets its own GPUs out of the --resources gpu=G declared (harness/gpu_slots.py), and
+# threads shared so that the cores never hold back a free GPU. A cluster executor places jobs itself.
+LOCAL = workflow.local_exec and not workflow.remote_exec
+DECLARED_GPUS = getattr(workflow.global_resources.get("gpu"), "value", None)  # None: no --resources gpu=G
+GPU_SLOTS = wrapper_prefix(sys.executable, GRID.resources["gpus"], DECLARED_GPUS,
+                           os.environ.get("CUDA_VISIBLE_DEVICES"), LOCAL)
+TRAIN_THREADS = job_threads(GRID.resources["threads"], GRID.resources["gpus"], DECLARED_GPUS,
+                            workflow._cores if LOCAL else None)
 
 wildcard_constraints:
     benchmark="[A-Za-z0-9_]+",
@@ -73,7 +83,7 @@ rule train:
         # the run's config identity: a profile change that changes this run's protocol changes it, and
         # rerun-triggers params (profiles/) re-runs the job; the engine then starts the stale folder over
         identity=lambda w: IDENTITY[f"{w.benchmark}/{w.label}/seed{w.seed}"],
-    threads: GRID.resources["threads"]
+    threads: TRAIN_THREADS
     resources:
         gpu=GRID.resources["gpus"],
         mem_mb=GRID.resources["mem_mb"],
@@ -82,7 +92,7 @@ rule train:
         # --resume: a run cut off earlier (killed, preempted, crashed) continues from its last checkpoint;
         # --restart-if-changed: a folder made under another protocol (the profile changed) is started over.
         # TRAIN_CMD is not a param: changing the command alone must not retrain finished runs.
-        "{TRAIN_CMD} --config {params.profile} --resume --restart-if-changed {params.overrides} > {log} 2>&1"
+        "{GPU_SLOTS}{TRAIN_CMD} --config {params.profile} --resume --restart-if-changed {params.overrides} > {log} 2>&1"
 
 
 rule paper_figures:

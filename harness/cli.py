@@ -87,6 +87,9 @@ def _run_command(args, cfg) -> int:
         previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
         try:
             train(cfg, resume=args.resume, force=args.force, restart_changed=args.restart_if_changed)
+        except ConnectionError as err:  # the tracking server is down: nothing was built or trained
+            print(f"tracking error: {err}", file=sys.stderr)
+            return 2
         finally:
             signal.signal(signal.SIGTERM, previous)
     elif args.command == "eval":

@@ -64,9 +64,11 @@ class BackendConfig:
     name: Literal["hf", "vllm"] = field(default="vllm", metadata={
         "help": "generation backend: hf = transformers on the policy itself (CPU or GPU), vllm = a vLLM engine (GPU)"})
     gpu_memory_utilization: float = field(default=0.6, metadata={"help": "vllm: share of GPU memory vLLM may take", "range": "(0, 1]"})
-    tensor_parallel_size: int = field(default=1, metadata={"help": "vllm: GPUs one engine is split over", "range": ">= 1"})
+    tensor_parallel_size: int | None = field(default=None, metadata={
+        "help": "vllm: GPUs the engine is sharded over (null = the run's GPU count, grid.gpus)", "range": ">= 1"})
     max_model_len: int | None = field(default=None, metadata={
-        "help": "vllm: longest prompt + response it must hold (null = the model's limit)", "range": ">= 1"})
+        "help": "vllm: longest prompt + response it must hold (null = rollout.max_prompt_tokens + "
+                "rollout.max_response_tokens)", "range": ">= 1"})
     enforce_eager: bool = field(default=False, metadata={
         "help": "vllm: skip CUDA-graph capture (faster start, slower decode)"})
 
@@ -132,7 +134,9 @@ class EvalConfig:
 class TrackingConfig:
     enabled: bool = field(default=True, metadata={
         "help": "log to MLflow (the run folder's csv files are written either way)"})
-    uri: str = field(default="sqlite:///results/mlflow.db", metadata={"help": "MLflow tracking URI"})
+    uri: str = field(default="${MLFLOW_TRACKING_URI:-sqlite:///results/mlflow.db}", metadata={
+        "help": "MLflow store; ${VAR:-default} reads the environment: a cluster exports MLFLOW_TRACKING_URI="
+                "http://<head node>:5000 (an mlflow server), locally it is the sqlite file"})
     artifact_root: str = field(default="results/mlartifacts", metadata={
         "help": "where MLflow stores artifacts of new experiments"})
 

@@ -18,7 +18,7 @@ import torch
 from envs.base import Benchmark, TaskPanel
 from envs.vector import VectorEnv
 from harness import checkpoint, registry, run_state
-from harness.backends import make_backend
+from harness.backends import engine_config, make_backend
 from harness.config import RunConfig, to_dict
 from harness.policy import prepare_policy
 from harness.preflight import check_start_up
@@ -27,7 +27,7 @@ from harness.run_files import EVAL, METRICS, PROTOCOL, StepLog
 from harness.run_state import PartialRunError, RunIdentityError  # noqa: F401  (the errors callers catch)
 from harness.seeding import Seeds, seed_everything, seeded_benchmark
 from harness.teacher import TeacherScorer
-from harness.tracking import make_tracker
+from harness.tracking import check_store, experiment_name, make_tracker
 
 
 @dataclass
@@ -85,6 +85,8 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
     run_dir = cfg.run_dir
     if evaluate_only:
         cfg = dataclasses.replace(cfg, tracking=dataclasses.replace(cfg.tracking, enabled=False))
+    if not evaluate_only:
+        check_store(cfg.tracking)  # an unreachable tracking server fails here, before anything is built or written
     with run_state.failure_is_recorded(cfg.tracking, run_dir) as guard:
         check_start_up(cfg)  # first: building the paper's panels takes longer than finding vLLM missing
         if evaluate_only and not (run_dir / checkpoint.CHECKPOINT).exists():
@@ -124,7 +126,7 @@ def _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, meth
     model.eval()
     if cfg.model.gradient_checkpointing and accelerator.device.type == "cuda":
         accelerator.unwrap_model(model).gradient_checkpointing_enable()
-    backend = make_backend(cfg.backend, accelerator.unwrap_model(model), tokenizer, accelerator.device)
+    backend = make_backend(engine_config(cfg), accelerator.unwrap_model(model), tokenizer, accelerator.device)
     teacher = (TeacherScorer(accelerator.unwrap_model(model), tokenizer, cfg.benchmark, cfg.rollout.max_prompt_tokens,
                              cfg.train.ppo_micro_batch) if method.teacher is not None else None)
     envs = VectorEnv(benchmark.make_env, num_workers=cfg.rollout.env_workers)
@@ -133,7 +135,7 @@ def _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, meth
             log(f"{cfg.name}: starting {run_dir} over ({plan.reason})")
         run_state.start_run_dir(run_dir, plan, protocol)
     tracker = guard.tracker = make_tracker(
-        cfg.tracking, experiment=cfg.benchmark, run_name=cfg.name, run_dir=run_dir,
+        cfg.tracking, experiment=experiment_name(cfg.profile, cfg.benchmark), run_name=cfg.name, run_dir=run_dir,
         params=to_dict(cfg) | {"method_options": protocol["method"]["options"]},
         tags={"protocol_sha256": protocol["sha256"], "git_commit": str(protocol["git_commit"]),
               "method": cfg.method.name, "method_label": cfg.method_label, "profile": cfg.profile,

@@ -1,13 +1,21 @@
-"""MLflow logging: one experiment per benchmark, one run per (method, benchmark, seed).
+"""MLflow logging: one experiment per (profile, benchmark), one run per (method, benchmark, seed).
 
 The default store is ``sqlite:///results/mlflow.db`` with artifacts under ``results/mlartifacts`` (an explicit
-root, so artifacts never land in the working directory). The MLflow run id is kept in the run folder so that a
-resumed run keeps logging to the same MLflow run.
+root, so artifacts never land in the working directory). On a cluster the runs log to an ``mlflow server`` by
+its URI instead (sqlite's locking is not safe over shared storage): ``tracking.uri`` may name an environment
+variable, ``${MLFLOW_TRACKING_URI:-sqlite:///results/mlflow.db}``, so one profile serves both, and a server that
+cannot be reached stops the run at start-up (:func:`check_store`). The MLflow run id is kept in the run folder so
+that a resumed run keeps logging to the same MLflow run.
 """
 from __future__ import annotations
 
 import math
+import os
+import re
+import sys
 import time
+import urllib.error
+import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Mapping
@@ -15,6 +23,54 @@ from typing import Any, Mapping
 from harness import mlflow_runs
 
 RUN_ID_FILE = "mlflow_run_id"
+# MLflow 3's UI opens an experiment by its kind; untagged ones open on the GenAI overview ("Traces 0")
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+_ENV_REF = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+
+
+def resolve_uri(uri: str, environ: Mapping[str, str] | None = None) -> str:
+    """Expand ``${VAR}`` and ``${VAR:-default}`` in a tracking URI (how cluster runs find the server)."""
+    environ = os.environ if environ is None else environ
+
+    def value(match: re.Match) -> str:
+        name, default = match.group(1), match.group(2)
+        if environ.get(name):
+            return environ[name]
+        if default is None:
+            raise ValueError(f"tracking.uri {uri!r} needs ${name}, which is not set; export it (e.g. "
+                             f"{name}=http://<head node>:5000) or give a default: ${{{name}:-sqlite:///results/mlflow.db}}")
+        return default
+
+    return _ENV_REF.sub(value, uri)
+
+
+def experiment_name(profile: str, benchmark: str) -> str:
+    """``paper/alfworld``: a smoke or tiny run never lands beside the paper runs."""
+    return f"{profile}/{benchmark}"
+
+
+def is_server(uri: str) -> bool:
+    return uri.startswith(("http://", "https://"))
+
+
+def check_store(tracking_cfg, timeout: float = 10.0) -> str:
+    """The resolved URI, after making sure a tracking server answers (before any model is built or trained);
+    MLflow's own client would retry an unreachable server for minutes before failing mid-run."""
+    uri = resolve_uri(tracking_cfg.uri)
+    if not tracking_cfg.enabled:
+        return uri
+    if is_server(uri):
+        try:
+            with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout) as reply:
+                reply.read()
+        except (urllib.error.URLError, OSError) as err:
+            raise ConnectionError(f"the MLflow tracking server {uri} does not answer ({err}); start it on the head "
+                                  "node (README: tracking at cluster scale) or point tracking.uri / "
+                                  "MLFLOW_TRACKING_URI at a running one") from None
+    elif uri.startswith("sqlite:") and os.environ.get("SLURM_JOB_ID"):
+        print(f"warning: this SLURM job logs to the sqlite file {uri}; on shared storage sqlite's locking is not "
+              "safe for parallel jobs: run an mlflow server and export MLFLOW_TRACKING_URI (README)", file=sys.stderr)
+    return uri
 
 
 def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -61,6 +117,7 @@ class MlflowTracker:
                  params: Mapping[str, Any], tags: Mapping[str, str], replaces: str | None = None):
         from mlflow.tracking import MlflowClient
 
+        self.uri = uri = resolve_uri(uri)
         if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
             Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
         with _store_lock(uri):
@@ -83,13 +140,17 @@ class MlflowTracker:
 
     def _experiment_id(self, name: str, artifact_root: str) -> str:
         experiment = self.client.get_experiment_by_name(name)
-        if experiment is not None:
-            return experiment.experiment_id
-        location = (Path(artifact_root).resolve() / name).as_uri()
-        try:
-            return self.client.create_experiment(name, artifact_location=location)
-        except Exception:  # created concurrently by a parallel job
-            return self.client.get_experiment_by_name(name).experiment_id
+        if experiment is None:
+            # a server stores artifacts where it was told to (--artifacts-destination); a local store under the root
+            location = None if is_server(self.uri) else (Path(artifact_root).resolve() / name).as_uri()
+            try:
+                return self.client.create_experiment(name, artifact_location=location, tags=EXPERIMENT_KIND)
+            except Exception:  # created concurrently by a parallel job
+                experiment = self.client.get_experiment_by_name(name)
+        for key, value in EXPERIMENT_KIND.items():  # experiments made before the tag existed
+            if experiment.tags.get(key) != value:
+                self.client.set_experiment_tag(experiment.experiment_id, key, value)
+        return experiment.experiment_id
 
     def _log_params(self, params: Mapping[str, Any]) -> None:
         from mlflow.entities import Param

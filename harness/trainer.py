@@ -40,6 +40,7 @@ def rl_step(ctx: RunContext, step: int) -> dict[str, float]:
                             group_size=cfg.rollout.group_size, rollout_cfg=cfg.rollout, max_steps=ctx.max_env_steps,
                             temperature=cfg.rollout.temperature, seed=step_seed(ctx.seeds.sampling, step, "rollout"),
                             timing=timing)
+    ctx.backend.sleep()  # generation is over: a colocated engine frees its GPU memory for the update
     batch = rollout.to_step_batch(trajs, ctx.tokenizer.pad_token_id)
     old_logp = score(ctx.model, batch, cfg.train.ppo_micro_batch, ctx.device)
     batch = batch.with_columns(old_logp=old_logp)

@@ -24,7 +24,8 @@ def smoke_results(tmp_path_factory):
     shutil.copytree(ROOT / "config", work / "config")
     cmd = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(work),
            "--cores", "2", "--config", "profile=smoke"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}  # the local default: the sqlite file
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env=env)
     logs = "\n".join(p.read_text()[-3000:] for p in (work / "results" / "smoke" / "logs").rglob("*.log")) \
         if (work / "results" / "smoke" / "logs").exists() else ""
     assert done.returncode == 0, f"snakemake failed:\n{done.stderr[-4000:]}\n{logs}"
@@ -60,7 +61,8 @@ def test_smoke_runs_are_in_mlflow(smoke_results):
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=f"sqlite:///{smoke_results / 'mlflow.db'}")
-    experiment = client.get_experiment_by_name("alfworld")
+    experiment = client.get_experiment_by_name("smoke/alfworld")  # the profile in the name: never beside paper runs
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"  # the UI opens on the runs table
     runs = client.search_runs([experiment.experiment_id])
     assert sorted(r.info.run_name for r in runs) == ["grpo-alfworld-seed0", "sharpo-alfworld-seed0"]
     assert all(r.info.status == "FINISHED" and "eval/success" in r.data.metrics for r in runs)

@@ -84,3 +84,40 @@ def test_sync_weights_pushes_the_trainers_update(engine):
     assert [g.text for g in stale] != [g.text for g in fresh]
     assert all(g.response_ids[-1] == end_of_turn_id(tokenizer) and not g.truncated for g in fresh)
     assert all(abs(a - b) < 1e-3 for f, r in zip(fresh, reference) for a, b in zip(f.logprobs, r.logprobs))
+
+
+def engine_logprobs(backend, prompt_ids: list[int], response_ids: list[int]) -> torch.Tensor:
+    """The engine's log-probs of a fixed response (prompt log-probs of prompt + response, temperature 1)."""
+    from vllm import SamplingParams
+
+    backend._wake("weights", "kv_cache")  # as generate() does after a sync
+    params = SamplingParams(temperature=1.0, max_tokens=1, prompt_logprobs=0, detokenize=False)
+    (out,) = backend.llm.generate([{"prompt_token_ids": prompt_ids + response_ids}], params, use_tqdm=False)
+    steps = out.prompt_logprobs[len(prompt_ids):]
+    return torch.tensor([step[token].logprob for step, token in zip(steps, response_ids)])
+
+
+def trainer_logprobs(model, prompt_ids: list[int], response_ids: list[int]) -> torch.Tensor:
+    with torch.no_grad():
+        scored = response_logprobs(model, torch.tensor([prompt_ids]), torch.ones(1, len(prompt_ids), dtype=torch.long),
+                                   torch.tensor([response_ids]), torch.ones(1, len(response_ids), dtype=torch.long),
+                                   temperature=1.0)
+    return scored[0]
+
+
+def test_each_sync_puts_the_trained_weights_into_the_sleeping_engine(engine):
+    """Sleep → update → sync → wake, twice: both times the engine scores a fixed response as the trained model does."""
+    model, tokenizer, backend = engine
+    rng = random.Random(5)
+    (prompt_ids,) = chat_prompt_ids(tokenizer, [prompt(rng, sentences=3)])
+    response_ids = tokenizer("<action>take mug 2</action>", add_special_tokens=False)["input_ids"]
+    response_ids.append(end_of_turn_id(tokenizer))
+    seen = [engine_logprobs(backend, prompt_ids, response_ids)]
+    for lr in (1e-2, 3e-2):  # two updates, each followed by one sync
+        backend.sleep()
+        demos = [(prompt(rng, sentences=2), "take mug 2") for _ in range(4)]
+        warm_start(model, tokenizer, demos, epochs=3, lr=lr, seed=0, batch_size=4)
+        backend.sync_weights(model)
+        seen.append(engine_logprobs(backend, prompt_ids, response_ids))
+        assert (seen[-1] - trainer_logprobs(model, prompt_ids, response_ids)).abs().max() < 1e-3
+        assert (seen[-1] - seen[-2]).abs().max() > 0.05  # the sync changed what the engine computes

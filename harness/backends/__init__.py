@@ -12,6 +12,7 @@ so the trainer's gap mean|logp_train - logp_rollout| measures weight staleness a
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -42,6 +43,10 @@ class GenerationBackend(Protocol):
         """Make the next ``generate`` use ``model``'s current weights."""
         ...
 
+    def sleep(self) -> None:
+        """The generation phase is over: release accelerator memory the update can use (until the next call)."""
+        ...
+
 
 def make_backend(cfg, model, tokenizer, device) -> GenerationBackend:
     """Build the backend named by ``cfg.name`` (a :class:`harness.config.BackendConfig`)."""
@@ -54,6 +59,18 @@ def make_backend(cfg, model, tokenizer, device) -> GenerationBackend:
 
         return VLLMBackend(cfg, model, tokenizer)
     raise ValueError(f"backend {cfg.name!r} is not accepted; choose one of {list(BACKENDS)}")
+
+
+def engine_config(cfg):
+    """``cfg.backend`` of a :class:`harness.config.RunConfig` with the engine's sizes filled in: ``max_model_len``
+    = the prompt limit + the response limit (the longest sequence a rollout feeds), ``tensor_parallel_size`` = the
+    run's GPU count (``grid.gpus``, at least 1)."""
+    backend = cfg.backend
+    return dataclasses.replace(
+        backend,
+        max_model_len=backend.max_model_len or cfg.rollout.max_prompt_tokens + cfg.rollout.max_response_tokens,
+        tensor_parallel_size=backend.tensor_parallel_size or max(1, cfg.grid.gpus),
+    )
 
 
 def decode_response(tokenizer, response_ids: list[int], stop_ids: set[int]) -> str:

@@ -33,6 +33,9 @@ class HFBackend:
         if model is not self.model:
             raise ValueError("HFBackend generates with the module it was built with; pass that same module")
 
+    def sleep(self) -> None:
+        """Nothing to release: the policy module is the trainer's own."""
+
     @torch.no_grad()
     def generate(self, prompts: list[str], *, temperature: float, top_p: float, max_new_tokens: int,
                  max_prompt_tokens: int, seed: int) -> list[Generation]:

@@ -4,10 +4,16 @@ the workflow tests: ``fake_train.py --config PROFILE.yaml --resume --restart-if-
 It appends one line per invocation to $FAKE_TRAIN_LOG, sleeps $FAKE_TRAIN_SLEEP seconds (so a test can kill the
 workflow mid-grid), then writes a synthetic run with done.json last. Like the engine it refuses to overwrite a
 finished run.
+
+For the GPU scheduling tests, with $FAKE_TRAIN_DEVICES_LOG set it also appends a JSON line with the run, the
+CUDA_VISIBLE_DEVICES it was given and its thread count, and with $FAKE_TRAIN_BARRIER=N it waits (at most
+$FAKE_TRAIN_BARRIER_TIMEOUT seconds) until N runs have started: a run that saw all N start was running while every
+other one started, so N runs that all passed the barrier ran at the same time.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -35,9 +41,24 @@ def main() -> int:
         return 1
     with open(os.environ["FAKE_TRAIN_LOG"], "a") as log:
         log.write(f"{benchmark}/{method}/seed{seed}\n")
+    if os.environ.get("FAKE_TRAIN_DEVICES_LOG"):
+        record_devices(Path(os.environ["FAKE_TRAIN_DEVICES_LOG"]), f"{benchmark}/{method}/seed{seed}")
     time.sleep(float(os.environ.get("FAKE_TRAIN_SLEEP", "0")))
     write_run(Path(profile.get("output_dir", "results/runs")), benchmark, method, seed, p_success=0.5)
     return 0
+
+
+def record_devices(path: Path, run: str) -> None:
+    entry = {"run": run, "devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "threads": os.environ.get("OMP_NUM_THREADS")}
+    with open(path.with_suffix(".started"), "a") as started:
+        started.write(run + "\n")
+    wanted = int(os.environ.get("FAKE_TRAIN_BARRIER", "0"))
+    deadline = time.time() + float(os.environ.get("FAKE_TRAIN_BARRIER_TIMEOUT", "60"))
+    while len(path.with_suffix(".started").read_text().splitlines()) < wanted and time.time() < deadline:
+        time.sleep(0.05)
+    entry["saw_all_start"] = len(path.with_suffix(".started").read_text().splitlines()) >= wanted
+    with open(path, "a") as log:
+        log.write(json.dumps(entry) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,128 @@
+"""The vllm backend colocated with the trainer, driven by the real training loop on a recording stand-in for
+``vllm.LLM`` (no vLLM needed): the engine sleeps for the update, wakes its weights for the sync and its KV cache
+for the next generation, is sized from the rollout limits, and refuses a vLLM outside the supported range."""
+from __future__ import annotations
+
+import itertools
+import sys
+import types
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from harness.backends import engine_config
+from harness.backends.vllm import SUPPORTED_TEXT, check_vllm_version
+
+from tests.engine_helpers import toy_config, use_toy_benchmark
+
+
+class RecordingLLM:
+    """Answers every request with three tokens and the end of turn, and records each call the backend makes."""
+
+    calls: list[str] = []
+    instances: list["RecordingLLM"] = []
+
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+        self.synced: dict[str, torch.Tensor] = {}
+        RecordingLLM.instances.append(self)
+
+    def generate(self, prompts, params, use_tqdm=False):
+        self.calls.append("generate")
+        ids = [10, 11, 12, params[0].stop_token_ids[0]]
+        completion = SimpleNamespace(token_ids=ids, logprobs=[{t: SimpleNamespace(logprob=-1.0)} for t in ids],
+                                     finish_reason="stop")
+        return [SimpleNamespace(outputs=[completion]) for _ in prompts]
+
+    def sleep(self, level=1):
+        self.calls.append(f"sleep(level={level})")
+
+    def wake_up(self, tags=None):
+        self.calls.append(f"wake_up({tags})")
+
+    def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
+        self.calls.append(method)
+        assert kwargs["is_checkpoint_format"] is True
+        self.synced = {name: tensor.clone() for name, tensor in kwargs["weights_iterator"]}
+        return [None]
+
+    def reset_prefix_cache(self):
+        self.calls.append("reset_prefix_cache")
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    """``vllm`` 0.32.0 on a GPU platform, as far as the backend can tell."""
+    RecordingLLM.calls, RecordingLLM.instances = [], []
+    module = types.ModuleType("vllm")
+    module.__version__ = "0.32.0"
+    module.LLM = RecordingLLM
+    module.SamplingParams = lambda **kwargs: SimpleNamespace(**kwargs)
+    platforms = types.ModuleType("vllm.platforms")
+    platforms.current_platform = SimpleNamespace(is_cpu=lambda: False, is_sleep_mode_available=lambda: True)
+    module.platforms = platforms
+    monkeypatch.setitem(sys.modules, "vllm", module)
+    monkeypatch.setitem(sys.modules, "vllm.platforms", platforms)
+    return module
+
+
+def collapse(calls: list[str]) -> list[str]:
+    """One entry per run of equal calls: a rollout generates once per turn."""
+    return [name for name, _ in itertools.groupby(calls)]
+
+
+def test_each_step_sleeps_for_the_update_and_wakes_weights_then_kv_cache(tmp_path, monkeypatch, fake_vllm):
+    import harness.trainer
+
+    use_toy_benchmark(monkeypatch)
+    cfg = toy_config(tmp_path, backend={"name": "vllm"}, train={"steps": 2, "checkpoint_every": 10},
+                     eval={"every": 10, "at_start": False})
+    real_update = harness.trainer.ppo_update
+
+    def recorded_update(model, *args, **kwargs):
+        RecordingLLM.calls.append("update")
+        metrics = real_update(model, *args, **kwargs)
+        recorded_update.weights = {k: v.clone() for k, v in model.state_dict().items()}
+        return metrics
+
+    monkeypatch.setattr(harness.trainer, "ppo_update", recorded_update)
+    harness.trainer.train(cfg)
+
+    (llm,) = RecordingLLM.instances
+    step = ["generate", "sleep(level=1)", "update", "wake_up(['weights'])", "reload_weights", "wake_up(['kv_cache'])"]
+    # two RL steps, then the final evaluation generates with the weights of the last sync
+    assert collapse(RecordingLLM.calls) == step + step + ["generate"]
+    assert llm.synced.keys() == recorded_update.weights.keys()
+    assert all(torch.equal(llm.synced[k], recorded_update.weights[k]) for k in llm.synced)  # the updated weights
+    assert llm.kwargs["enable_sleep_mode"] is True
+    assert llm.kwargs["max_model_len"] == 256 + 12  # rollout.max_prompt_tokens + rollout.max_response_tokens
+    assert llm.kwargs["tensor_parallel_size"] == 1
+
+
+def test_the_engine_is_sized_from_the_rollout_limits_and_the_runs_gpus(tmp_path):
+    cfg = toy_config(tmp_path, backend={"name": "vllm"}, grid={"gpus": 4})
+    resolved = engine_config(cfg)
+    assert (resolved.max_model_len, resolved.tensor_parallel_size) == (256 + 12, 4)
+    fixed = engine_config(toy_config(tmp_path, backend={"name": "vllm", "max_model_len": 4096,
+                                                        "tensor_parallel_size": 2}))
+    assert (fixed.max_model_len, fixed.tensor_parallel_size) == (4096, 2)  # explicit settings stand
+    assert engine_config(toy_config(tmp_path, grid={"gpus": 0})).tensor_parallel_size == 1  # a CPU profile
+
+
+def test_a_vllm_outside_the_supported_range_is_refused_by_name():
+    for version in ("0.32.0", "0.32.3", "0.32.0+cpu"):
+        check_vllm_version(version)
+    for version in ("0.31.0", "0.33.0", "0.34.0", "0.8.5"):
+        with pytest.raises(ImportError, match=f"vLLM {version} is installed.*supports {SUPPORTED_TEXT}"):
+            check_vllm_version(version)
+
+
+def test_the_backend_checks_the_version_before_building_an_engine(tmp_path, fake_vllm):
+    from harness.backends import make_backend
+
+    fake_vllm.__version__ = "0.34.0"
+    model = SimpleNamespace(name_or_path=str(tmp_path))
+    with pytest.raises(ImportError, match="vLLM 0.34.0 is installed"):
+        make_backend(engine_config(toy_config(tmp_path, backend={"name": "vllm"})), model, None, "cpu")
+    assert RecordingLLM.instances == []

@@ -40,8 +40,10 @@ def as_profile(cfg, path) -> str:
 def mlflow_runs(cfg):
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=cfg.tracking.uri)
-    experiment = client.get_experiment_by_name(cfg.benchmark)
+    from harness.tracking import experiment_name, resolve_uri
+
+    client = MlflowClient(tracking_uri=resolve_uri(cfg.tracking.uri))
+    experiment = client.get_experiment_by_name(experiment_name(cfg.profile, cfg.benchmark))
     runs = [] if experiment is None else client.search_runs([experiment.experiment_id])
     return client, [r for r in runs if r.info.run_name == cfg.name]
 

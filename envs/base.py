@@ -179,6 +179,11 @@ class Benchmark(ABC):
     @abstractmethod
     def expert(self, task: Task) -> Expert: ...
 
+    def demonstrator(self, task: Task) -> Expert:
+        """The policy the tiny model's warm start imitates (default: the expert; a benchmark may demonstrate
+        only the format and leave the decisions to RL)."""
+        return self.expert(task)
+
     def task_description(self, task: Task, first_observation: Observation) -> str:
         """The task text shown in every prompt (defaults to the first observation)."""
         return first_observation.text

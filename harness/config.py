@@ -17,6 +17,7 @@ from typing import Any, Literal, Mapping
 import yaml
 
 from envs.alfworld.config import AlfworldConfig
+from envs.gates.config import GatesConfig
 from envs.webshop.config import WebshopConfig
 
 
@@ -125,6 +126,9 @@ class GridConfig:
     mem_mb: int = 64_000
     threads: int = 8
     runtime_min: int = 24 * 60
+    frozen_control: bool = field(default=False, metadata={
+        "help": "add one run per benchmark and seed at train.lr = 0, labelled `frozen`: the warm start evaluated on "
+                "the same tasks with the same sampling seeds, the control each method's gain is measured against"})
 
 
 @dataclass
@@ -137,7 +141,7 @@ class MethodSection:
 class RunConfig:
     seed: int = 0
     profile: str = "paper"
-    benchmark: Literal["alfworld", "webshop"] = "alfworld"
+    benchmark: Literal["alfworld", "webshop", "gates"] = "alfworld"
     method: MethodSection = field(default_factory=MethodSection)
     model: ModelConfig = field(default_factory=ModelConfig)
     backend: BackendConfig = field(default_factory=BackendConfig)
@@ -147,9 +151,13 @@ class RunConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     alfworld: AlfworldConfig = field(default_factory=AlfworldConfig)
     webshop: WebshopConfig = field(default_factory=WebshopConfig)
+    gates: GatesConfig = field(default_factory=GatesConfig)
     grid: GridConfig = field(default_factory=GridConfig)
     output_dir: str = "results/runs"
     run_name: str | None = None  # None = "{method}-{benchmark}-seed{seed}"
+    run_label: str | None = field(default=None, metadata={
+        "help": "the run folder's method label (None = the method and its non-default options); the grid's "
+                "frozen control sets `frozen`"})
 
     @property
     def benchmark_config(self):
@@ -165,8 +173,8 @@ class RunConfig:
 
     @property
     def method_label(self) -> str:
-        """Method name plus any non-default options, e.g. ``sharpo`` or ``sharpo-lam0.2``."""
-        return method_label(self.method.name, self.method.options)
+        """Method name plus any non-default options, e.g. ``sharpo`` or ``sharpo-lam0.2`` (or ``run_label``)."""
+        return self.run_label or method_label(self.method.name, self.method.options)
 
 
 def method_label(name: str, options: Mapping[str, Any] | None = None) -> str:
@@ -292,7 +300,7 @@ def config_from_dict(raw: Mapping[str, Any]) -> RunConfig:
 
 def _align_think(cfg: RunConfig) -> None:
     """``rollout.think`` is the one switch: the parser checks it, so every benchmark's prompt must ask for it."""
-    for name in ("alfworld", "webshop"):
+    for name in ("alfworld", "webshop", "gates"):
         section = getattr(cfg, name)
         if section.think is None:
             section.think = cfg.rollout.think
@@ -306,7 +314,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     if path is not None:
         path = Path(path)
         if not path.exists():
-            raise ConfigError(f"config file {str(path)!r} does not exist; profiles live in config/ (tiny, smoke, paper)")
+            raise ConfigError(f"config file {str(path)!r} does not exist; profiles live in config/ (cpu, tiny, smoke, paper)")
         raw = yaml.safe_load(path.read_text()) or {}
     # `method=sharpo` names the method; its options come as `method.lam=0.2`, in any order
     overrides = [f"method.name={o.split('=', 1)[1]}" if o.startswith("method=") else o for o in overrides or []]

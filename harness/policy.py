@@ -28,13 +28,14 @@ def format_response(action: str, think: bool) -> str:
 
 
 def demonstrations(benchmark: Benchmark, tasks, rollout_cfg, max_steps: int) -> list[tuple[str, str]]:
-    """(prompt, response) pairs from the benchmark's scripted expert, rendered exactly as the rollout does."""
+    """(prompt, response) pairs from the benchmark's demonstrator (its scripted expert by default), rendered
+    exactly as the rollout does."""
     env = benchmark.make_env()
     pairs: list[tuple[str, str]] = []
     try:
         for task in tasks:
             obs = env.reset(task)
-            expert = benchmark.expert(task)
+            expert = benchmark.demonstrator(task)
             task_text = benchmark.task_description(task, obs)
             history: list[tuple[str, str]] = []
             for turn in range(max_steps):

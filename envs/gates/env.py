@@ -1,0 +1,89 @@
+"""The Gates game: walk a corridor of halls (follow the sign) and gates (open the door of the key's colour).
+
+A wrong turn in a hall is harmless but costs a step; a wrong door at a gate ends the episode as a loss: one
+localized error sinks the trajectory. An action outside the admissible list also ends it (as a loss, marked
+invalid), so a failing rollout is never longer than the corridor plus the slack: with recoverable invalid
+actions, failing rollouts looped on invalid output until the step limit, their many negative-advantage rows
+pushed the action format itself down under GRPO, and the policy collapsed to 0% valid actions (measured). Passing the last cell wins (reward 1, the only non-zero reward).
+Observations name the cell's position, so rollouts of one task that reach the same cell see the same text
+(GiGPO's anchor states).
+"""
+from __future__ import annotations
+
+import random
+
+from envs.base import INVALID_ACTION_FEEDBACK, Expert, Observation, StepResult, Task, TextEnv
+from envs.gates.tasks import Gate, Hall, Layout
+
+
+def describe(layout: Layout, position: int) -> Observation:
+    cell = layout.cells[position]
+    if isinstance(cell, Hall):
+        return Observation(f"hall {position + 1}: a sign points {cell.sign}.", ["go left", "go right"])
+    return Observation(f"gate {position + 1}: doors {', '.join(cell.doors)}.", [f"open {c}" for c in cell.doors])
+
+
+def task_text(layout: Layout) -> str:
+    return f"reach the exit. you hold the {layout.key} key."
+
+
+class GatesEnv(TextEnv):
+    def __init__(self):
+        self.layout: Layout | None = None
+        self.task: Task | None = None
+        self.position = 0
+        self.steps = 0
+
+    def reset(self, task: Task) -> Observation:
+        self.task, self.layout = task, task.payload
+        self.position, self.steps = 0, 0
+        obs = describe(self.layout, 0)
+        obs.info["instruction"] = task_text(self.layout)
+        return obs
+
+    def step(self, action: str) -> StepResult:
+        if self.layout is None:
+            raise RuntimeError("GatesEnv.step before reset")
+        self.steps += 1
+        current = describe(self.layout, self.position)
+        action = (action or "").strip().lower()
+        if action not in current.admissible_actions:
+            return self._result(Observation(f"{INVALID_ACTION_FEEDBACK} you are lost; the run ends.", []),
+                                valid=False, done=True)
+        cell = self.layout.cells[self.position]
+        if isinstance(cell, Gate) and action != f"open {self.layout.key}":
+            colour = action.split(" ", 1)[1]
+            return self._result(Observation(f"the {colour} door was locked. the alarm ends your run.", []),
+                                done=True)
+        if isinstance(cell, Hall) and action != f"go {cell.sign}":
+            return self._result(Observation(f"a wall. {current.text}", current.admissible_actions))
+        self.position += 1
+        if self.position == len(self.layout.cells):
+            return self._result(Observation("you reach the exit.", []), done=True, won=True)
+        return self._result(describe(self.layout, self.position))
+
+    def _result(self, obs: Observation, valid: bool = True, done: bool = False, won: bool = False) -> StepResult:
+        info = {"won": won, "action_valid": valid}
+        if done:
+            info.update(task_type=self.task.task_type, task_score=float(won))
+        return StepResult(obs, 1.0 if won else 0.0, done, info)
+
+
+class GatesExpert(Expert):
+    """Follows every sign; at a gate opens the key's door, or (``random_doors``, the format expert of the warm
+    start) a uniformly random door drawn from its own seeded stream."""
+
+    def __init__(self, layout: Layout, random_doors: bool = False, seed: str = ""):
+        self.layout = layout
+        self.random_doors = random_doors
+        self.rng = random.Random(seed)
+
+    def act(self, observation: Observation) -> str:
+        text = observation.text
+        if text.startswith("a wall. "):
+            text = text[len("a wall. "):]
+        if text.startswith("hall"):
+            return "go " + text.rstrip(".").rsplit(" ", 1)[1]
+        if self.random_doors:
+            return self.rng.choice(observation.admissible_actions)
+        return f"open {self.layout.key}"

@@ -151,6 +151,11 @@ class Expert(ABC):
     @abstractmethod
     def act(self, observation: Observation) -> str: ...
 
+    def targets(self, observation: Observation, action: str) -> list[str]:
+        """The responses a warm start teaches at this observation (default: the action taken). A format expert
+        lists every choice it is indifferent between, so the warm start learns them uniformly, not one at random."""
+        return [action]
+
 
 class Benchmark(ABC):
     """Everything the engine needs to know about one benchmark."""

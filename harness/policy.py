@@ -41,7 +41,7 @@ def demonstrations(benchmark: Benchmark, tasks, rollout_cfg, max_steps: int) -> 
             for turn in range(max_steps):
                 action = expert.act(obs)
                 prompt = benchmark.format_prompt(task_text, history, obs, turn, rollout_cfg.history_length)
-                pairs.append((prompt, format_response(action, rollout_cfg.think)))
+                pairs += [(prompt, format_response(t, rollout_cfg.think)) for t in expert.targets(obs, action)]
                 result = env.step(action)
                 history.append((obs.text, action))
                 obs = result.observation

@@ -6,7 +6,7 @@ import pytest
 
 from envs.base import make_benchmark, parse_action
 from envs.gates import GatesBenchmark, GatesConfig
-from envs.gates.__main__ import RandomPolicy, win_rate
+from envs.gates.__main__ import RandomPolicy, SampledTargets, win_rate
 from envs.gates.tasks import Gate, Hall
 
 
@@ -49,7 +49,27 @@ def test_expert_wins_every_task_and_random_play_is_far_below(options):
 def test_default_random_policy_rate_is_the_stated_one():
     bench = GatesBenchmark(GatesConfig(horizon=4, pivots=2, choices=2))  # the cpu profile's task
     assert win_rate(bench, lambda t: RandomPolicy(t.task_id)) == pytest.approx(0.138, abs=0.001)  # README: 13.8%
-    assert win_rate(bench, bench.demonstrator) == pytest.approx(0.25, abs=0.05)  # format expert: gates at chance
+    format_expert = win_rate(bench, lambda t: SampledTargets(bench.demonstrator(t), t.task_id))
+    assert format_expert == pytest.approx(0.25, abs=0.05)  # the warm start's target policy: gates at chance
+
+
+def test_warm_start_demonstrations_teach_every_door_and_the_right_turns():
+    from types import SimpleNamespace
+
+    from harness.policy import demonstrations
+
+    bench = small()
+    tasks = bench.panel("train").tasks[:20]
+    pairs = demonstrations(bench, tasks, SimpleNamespace(history_length=0, think=False), bench.default_max_steps)
+    cells = sum(len(t.payload.cells) for t in tasks)
+    gates = sum(isinstance(c, Gate) for t in tasks for c in t.payload.cells)
+    assert len(pairs) == cells + gates * (bench.config.choices - 1)  # full corridors, every door at every gate
+    for prompt, response in pairs:
+        now = prompt.split("now: ", 1)[1].split("\n", 1)[0]
+        if now.startswith("hall"):
+            assert response == f"<action>go {now.rstrip('.').rsplit(' ', 1)[1]}</action>"
+    expert_only = GatesBenchmark(GatesConfig(train_panel_size=300, eval_panel_size=200, demo_pivots="expert"))
+    assert len(demonstrations(expert_only, tasks, SimpleNamespace(history_length=0, think=False), 8)) == cells
 
 
 def test_malformed_and_inadmissible_actions_end_the_episode_as_invalid():

@@ -12,6 +12,16 @@ from envs.gates.benchmark import GatesBenchmark
 from envs.gates.config import GatesConfig
 
 
+class SampledTargets(Expert):
+    """Plays as the warm start would if it learnt its demonstrations exactly: a uniform pick of the targets."""
+
+    def __init__(self, expert: Expert, seed: str):
+        self.expert, self.rng = expert, random.Random(seed)
+
+    def act(self, observation: Observation) -> str:
+        return self.rng.choice(self.expert.targets(observation, self.expert.act(observation)))
+
+
 class RandomPolicy(Expert):
     def __init__(self, seed: str):
         self.rng = random.Random(seed)
@@ -40,7 +50,7 @@ def main(argv: list[str]) -> int:
     task = bench.panel("eval_out").tasks[0]
     obs = bench.make_env().reset(task)
     print(bench.format_prompt(bench.task_description(task, obs), [], obs, 0, 0))
-    print(f"\nexpert {win_rate(bench, bench.expert):.3f}  format expert {win_rate(bench, bench.demonstrator):.3f}  "
+    print(f"\nexpert {win_rate(bench, bench.expert):.3f}  format expert {win_rate(bench, lambda t: SampledTargets(bench.demonstrator(t), t.task_id)):.3f}  "
           f"random {win_rate(bench, lambda t: RandomPolicy(t.task_id)):.3f}  (eval_out, {len(bench.panel('eval_out'))} tasks)")
     return 0
 

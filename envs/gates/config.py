@@ -18,9 +18,9 @@ class GatesConfig:
                                                     "off (room for a few wrong turns in the halls)"})
     train_panel_size: int = field(default=2000, metadata={"help": "generated train tasks"})
     eval_panel_size: int = field(default=400, metadata={"help": "generated tasks per eval split (eval_in, eval_out)"})
-    demo_pivots: str = field(default="random", metadata={
-        "help": "what the warm start's demonstrator does at a gate: 'random' (a format expert: right in the halls, "
-                "a uniformly random door at gates, so RL has the pivots left to learn) or 'expert' (always right)"})
+    demo_pivots: str = field(default="uniform", metadata={
+        "help": "what the warm start teaches at a gate: 'uniform' (a format expert: right in the halls, every door "
+                "of a gate equally, so RL has the pivots left to learn) or 'expert' (the key's door only)"})
     think: bool | None = field(default=None, metadata={
         "help": "ask for <think>…</think> before <action>; None = follow rollout.think (set that one only)"})
 
@@ -41,5 +41,5 @@ class GatesConfig:
             raise ValueError(f"gates.choices must be in 2..gates.colours ({self.colours}), got {self.choices}")
         if self.slack < 0:
             raise ValueError(f"gates.slack must be >= 0, got {self.slack}")
-        if self.demo_pivots not in ("random", "expert"):
-            raise ValueError(f"gates.demo_pivots must be 'random' or 'expert', got {self.demo_pivots!r}")
+        if self.demo_pivots not in ("uniform", "expert"):
+            raise ValueError(f"gates.demo_pivots must be 'uniform' or 'expert', got {self.demo_pivots!r}")

@@ -58,7 +58,7 @@ class GatesBenchmark(Benchmark):
         return TaskPanel("gates", split, tuple(tasks))
 
     def make_env(self) -> TextEnv:
-        return GatesEnv()  # the rollout enforces the step limit
+        return GatesEnv(self.config.key_at_gates)  # the rollout enforces the step limit
 
     def expert(self, task: Task) -> Expert:
         return GatesExpert(task.payload)

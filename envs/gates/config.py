@@ -14,6 +14,9 @@ class GatesConfig:
                                                      "the episode as a loss"})
     choices: int = field(default=3, metadata={"help": "doors per gate; a policy that guesses wins (1/choices)^pivots"})
     colours: int = field(default=6, metadata={"help": f"key colours in play, the first n of {list(COLOURS)}"})
+    key_at_gates: bool = field(default=False, metadata={
+        "help": "repeat the key's colour in each gate's observation (the decision then rests on the line just "
+                "above it, not only on the task text at the top of the prompt)"})
     slack: int = field(default=4, metadata={"help": "extra steps beyond horizon + pivots before the episode is cut "
                                                     "off (room for a few wrong turns in the halls)"})
     train_panel_size: int = field(default=2000, metadata={"help": "generated train tasks"})

@@ -14,11 +14,13 @@ from envs.base import INVALID_ACTION_FEEDBACK, Expert, Observation, StepResult, 
 from envs.gates.tasks import Gate, Hall, Layout
 
 
-def describe(layout: Layout, position: int) -> Observation:
+def describe(layout: Layout, position: int, key_at_gates: bool = False) -> Observation:
     cell = layout.cells[position]
     if isinstance(cell, Hall):
         return Observation(f"hall {position + 1}: a sign points {cell.sign}.", ["go left", "go right"])
-    return Observation(f"gate {position + 1}: doors {', '.join(cell.doors)}.", [f"open {c}" for c in cell.doors])
+    reminder = f" your key is {layout.key}." if key_at_gates else ""
+    return Observation(f"gate {position + 1}: doors {', '.join(cell.doors)}.{reminder}",
+                       [f"open {c}" for c in cell.doors])
 
 
 def task_text(layout: Layout) -> str:
@@ -26,7 +28,8 @@ def task_text(layout: Layout) -> str:
 
 
 class GatesEnv(TextEnv):
-    def __init__(self):
+    def __init__(self, key_at_gates: bool = False):
+        self.key_at_gates = key_at_gates
         self.layout: Layout | None = None
         self.task: Task | None = None
         self.position = 0
@@ -35,7 +38,7 @@ class GatesEnv(TextEnv):
     def reset(self, task: Task) -> Observation:
         self.task, self.layout = task, task.payload
         self.position, self.steps = 0, 0
-        obs = describe(self.layout, 0)
+        obs = describe(self.layout, 0, self.key_at_gates)
         obs.info["instruction"] = task_text(self.layout)
         return obs
 
@@ -43,7 +46,7 @@ class GatesEnv(TextEnv):
         if self.layout is None:
             raise RuntimeError("GatesEnv.step before reset")
         self.steps += 1
-        current = describe(self.layout, self.position)
+        current = describe(self.layout, self.position, self.key_at_gates)
         action = (action or "").strip().lower()
         if action not in current.admissible_actions:
             return self._result(Observation(f"{INVALID_ACTION_FEEDBACK} you are lost; the run ends.", []),
@@ -58,7 +61,7 @@ class GatesEnv(TextEnv):
         self.position += 1
         if self.position == len(self.layout.cells):
             return self._result(Observation("you reach the exit.", []), done=True, won=True)
-        return self._result(describe(self.layout, self.position))
+        return self._result(describe(self.layout, self.position, self.key_at_gates))
 
     def _result(self, obs: Observation, valid: bool = True, done: bool = False, won: bool = False) -> StepResult:
         info = {"won": won, "action_valid": valid}

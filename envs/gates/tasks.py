@@ -42,6 +42,8 @@ class Layout:
 def settings_digest(cfg: GatesConfig) -> str:
     """The generator inputs (not the panel sizes or the demonstrator): changed inputs, changed task ids."""
     key = {k: getattr(cfg, k) for k in ("horizon", "pivots", "choices", "colours")}
+    if cfg.key_at_gates:  # the same layouts, shown differently: other task ids
+        key["key_at_gates"] = True
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:8]
 
 

@@ -70,6 +70,9 @@ def test_warm_start_demonstrations_teach_every_door_and_the_right_turns():
             assert response == f"<action>go {now.rstrip('.').rsplit(' ', 1)[1]}</action>"
     expert_only = GatesBenchmark(GatesConfig(train_panel_size=300, eval_panel_size=200, demo_pivots="expert"))
     assert len(demonstrations(expert_only, tasks, SimpleNamespace(history_length=0, think=False), 8)) == cells
+    leaning = GatesBenchmark(GatesConfig(train_panel_size=300, eval_panel_size=200, demo_pivots="leaning"))
+    leaning_pairs = demonstrations(leaning, tasks, SimpleNamespace(history_length=0, think=False), 8)
+    assert len(leaning_pairs) == cells + gates * bench.config.choices  # every door, and the key's twice
 
 
 def test_malformed_and_inadmissible_actions_end_the_episode_as_invalid():

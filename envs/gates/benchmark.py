@@ -64,7 +64,7 @@ class GatesBenchmark(Benchmark):
         return GatesExpert(task.payload)
 
     def demonstrator(self, task: Task) -> Expert:
-        return GatesExpert(task.payload, uniform_doors=self.config.demo_pivots == "uniform")
+        return GatesExpert(task.payload, doors=self.config.demo_pivots)
 
     def task_description(self, task: Task, first_observation: Observation) -> str:
         return task_text(task.payload)

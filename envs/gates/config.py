@@ -23,7 +23,8 @@ class GatesConfig:
     eval_panel_size: int = field(default=400, metadata={"help": "generated tasks per eval split (eval_in, eval_out)"})
     demo_pivots: str = field(default="uniform", metadata={
         "help": "what the warm start teaches at a gate: 'uniform' (a format expert: right in the halls, every door "
-                "of a gate equally, so RL has the pivots left to learn) or 'expert' (the key's door only)"})
+                "of a gate equally, so RL has the pivots left to learn), 'leaning' (every door once and the key's "
+                "door once more: a weak prior that RL must sharpen) or 'expert' (the key's door only)"})
     think: bool | None = field(default=None, metadata={
         "help": "ask for <think>…</think> before <action>; None = follow rollout.think (set that one only)"})
 
@@ -44,5 +45,5 @@ class GatesConfig:
             raise ValueError(f"gates.choices must be in 2..gates.colours ({self.colours}), got {self.choices}")
         if self.slack < 0:
             raise ValueError(f"gates.slack must be >= 0, got {self.slack}")
-        if self.demo_pivots not in ("uniform", "expert"):
-            raise ValueError(f"gates.demo_pivots must be 'uniform' or 'expert', got {self.demo_pivots!r}")
+        if self.demo_pivots not in ("uniform", "leaning", "expert"):
+            raise ValueError(f"gates.demo_pivots must be 'uniform', 'leaning' or 'expert', got {self.demo_pivots!r}")

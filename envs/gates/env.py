@@ -71,15 +71,15 @@ class GatesEnv(TextEnv):
 
 
 class GatesExpert(Expert):
-    """Follows every sign and opens the key's door. With ``uniform_doors`` (the format expert of the warm start)
+    """Follows every sign and opens the key's door. With ``doors="uniform"`` (the format expert of the warm start)
     it teaches every door of a gate as an equally good response, while still walking through the key's door so
     the demonstration goes on: the warm start then plays the halls right and the gates at chance, and RL has the
     pivots left to learn. (Demonstrating one random door per gate instead let the warm start memorise that door
     for each train task: rollouts of a task then all chose alike and 9 groups in 10 had one outcome; measured.)"""
 
-    def __init__(self, layout: Layout, uniform_doors: bool = False):
+    def __init__(self, layout: Layout, doors: str = "expert"):
         self.layout = layout
-        self.uniform_doors = uniform_doors
+        self.doors = doors  # "expert" | "uniform" | "leaning" (GatesConfig.demo_pivots)
 
     def act(self, observation: Observation) -> str:
         text = observation.text.removeprefix("a wall. ")
@@ -88,6 +88,6 @@ class GatesExpert(Expert):
         return f"open {self.layout.key}"
 
     def targets(self, observation: Observation, action: str) -> list[str]:
-        if self.uniform_doors and observation.text.startswith("gate"):
-            return list(observation.admissible_actions)
-        return [action]
+        if self.doors == "expert" or not observation.text.startswith("gate"):
+            return [action]
+        return list(observation.admissible_actions) + ([action] if self.doors == "leaning" else [])

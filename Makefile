@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-reproduce: setup          ## the default profile (tiny, CPU): train the grid, then tables and figures
+reproduce: setup          ## the default profile (cpu: Gates on the CPU): train the grid, then tables and figures
 	. $(VENV)/bin/activate && snakemake --cores $(CORES)
 
 test: setup               ## the default test suite (what CI runs)
@@ -31,5 +31,5 @@ test-vllm:                ## the vLLM backend on the CPU, in its own venv (.venv
 figures: setup            ## regenerate tables and figures from the logged runs
 	$(PY) -m paper_figures
 
-learning: setup           ## does GRPO learn on the tiny profile? 3 seeds vs a frozen control (~12 min)
+learning: setup           ## does every registered method learn on the cpu profile? 5 seeds vs a frozen control
 	$(PY) benchmarks/learning.py

@@ -1,13 +1,14 @@
 """Reproduce the paper: seeds × methods × benchmarks → train runs → tables → figures.
 
-    snakemake --cores 2                                         # profile "tiny" (CPU, tiny model, offline)
+    snakemake --cores 2                                         # profile "cpu" (Gates, tiny model, CPU)
+    snakemake --cores 2 --config profile=tiny                   # ALFWorld + WebShop on the CPU
     snakemake --cores 2 --config profile=smoke                  # CI: 2 methods × 1 benchmark × 1 seed
     snakemake --cores all --resources gpu=8 --config profile=paper # the 7B protocol on one 8-GPU machine
     snakemake --profile profiles/slurm --config profile=paper      # the same 36 jobs on a SLURM cluster
     snakemake runs --cores 2                                    # train only, no tables
 
 Config keys (``--config key=value``):
-    profile      tiny | smoke | paper, or a path to a YAML profile (default tiny); it is read from
+    profile      cpu | tiny | smoke | paper, or a path to a YAML profile (default cpu); it is read from
                  config/<profile>.yaml, whose ``grid:`` section (harness.config.GridConfig) lists the seeds,
                  benchmarks and methods, and what one train job asks the scheduler for.
     config_dir   where profiles live (default config)
@@ -34,7 +35,7 @@ from harness.gpu_slots import job_threads, wrapper_prefix  # noqa: E402
 from paper_figures.grid import load_grid  # noqa: E402
 from paper_figures.identity import grid_identities  # noqa: E402
 
-PROFILE = str(config.get("profile", "tiny"))
+PROFILE = str(config.get("profile", "cpu"))
 CONFIG_DIR = str(config.get("config_dir", "config"))
 GRID = load_grid(PROFILE, CONFIG_DIR)
 RUNS = GRID.output_dir

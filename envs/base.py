@@ -151,6 +151,11 @@ class Expert(ABC):
     @abstractmethod
     def act(self, observation: Observation) -> str: ...
 
+    def targets(self, observation: Observation, action: str) -> list[str]:
+        """The responses a warm start teaches at this observation (default: the action taken). A format expert
+        lists every choice it is indifferent between, so the warm start learns them uniformly, not one at random."""
+        return [action]
+
 
 class Benchmark(ABC):
     """Everything the engine needs to know about one benchmark."""
@@ -178,6 +183,11 @@ class Benchmark(ABC):
 
     @abstractmethod
     def expert(self, task: Task) -> Expert: ...
+
+    def demonstrator(self, task: Task) -> Expert:
+        """The policy the tiny model's warm start imitates (default: the expert; a benchmark may demonstrate
+        only the format and leave the decisions to RL)."""
+        return self.expert(task)
 
     def task_description(self, task: Task, first_observation: Observation) -> str:
         """The task text shown in every prompt (defaults to the first observation)."""

@@ -18,6 +18,7 @@ from typing import Any, Literal, Mapping
 import yaml
 
 from envs.alfworld.config import AlfworldConfig
+from envs.gates.config import GatesConfig
 from envs.webshop.config import WebshopConfig
 from harness.validation import check_config, read_yaml
 
@@ -158,6 +159,9 @@ class GridConfig:
     mem_mb: int = field(default=64_000, metadata={"help": "memory (MB) one train job asks for", "range": ">= 1"})
     threads: int = field(default=8, metadata={"help": "CPU threads one train job asks for", "range": ">= 1"})
     runtime_min: int = field(default=24 * 60, metadata={"help": "wall-time limit (minutes) one train job asks for", "range": ">= 1"})
+    frozen_control: bool = field(default=False, metadata={
+        "help": "add one run per benchmark and seed at train.lr = 0, labelled `frozen`: the warm start evaluated on "
+                "the same tasks with the same sampling seeds, the control each method's gain is measured against"})
 
 
 @dataclass
@@ -173,7 +177,7 @@ class RunConfig:
     seed: int = field(default=0, metadata={"help": "master seed; every other seed is derived from it by hashing", "range": ">= 0"})
     profile: str = field(default="paper", metadata={
         "help": "profile name: picks the benchmarks' sizing defaults and keys the tiny-model cache"})
-    benchmark: Literal["alfworld", "webshop"] = field(default="alfworld", metadata={"help": "benchmark of the run"})
+    benchmark: Literal["alfworld", "webshop", "gates"] = field(default="alfworld", metadata={"help": "benchmark of the run"})
     method: MethodSection = field(default_factory=MethodSection, metadata={
         "help": "the credit-assignment method and its options"})
     model: ModelConfig = field(default_factory=ModelConfig, metadata={"help": "the policy the run starts from"})
@@ -184,12 +188,16 @@ class RunConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig, metadata={"help": "MLflow"})
     alfworld: AlfworldConfig = field(default_factory=AlfworldConfig, metadata={"help": "ALFWorld options"})
     webshop: WebshopConfig = field(default_factory=WebshopConfig, metadata={"help": "WebShop options"})
+    gates: GatesConfig = field(default_factory=GatesConfig, metadata={"help": "Gates options"})
     grid: GridConfig = field(default_factory=GridConfig, metadata={
         "help": "what snakemake expands into runs (read by the Snakefile, not by a run)"})
     output_dir: str = field(default="results/runs", metadata={
         "help": "runs go to <output_dir>/<benchmark>/<method label>/seed<seed>/"})
     run_name: str | None = field(default=None, metadata={
         "help": 'name of the run in logs and MLflow (null = "{method}-{benchmark}-seed{seed}")'})
+    run_label: str | None = field(default=None, metadata={
+        "help": "the run folder's method label (null = the method and its non-default options); the grid's "
+                "frozen control sets `frozen`"})
 
     @property
     def benchmark_config(self):
@@ -205,8 +213,8 @@ class RunConfig:
 
     @property
     def method_label(self) -> str:
-        """Method name plus any non-default options, e.g. ``sharpo`` or ``sharpo-lam0.2``."""
-        return method_label(self.method.name, self.method.options)
+        """Method name plus any non-default options, e.g. ``sharpo`` or ``sharpo-lam0.2`` (or ``run_label``)."""
+        return self.run_label or method_label(self.method.name, self.method.options)
 
 
 def method_label(name: str, options: Mapping[str, Any] | None = None) -> str:
@@ -333,7 +341,7 @@ def config_from_dict(raw: Mapping[str, Any]) -> RunConfig:
 
 def _align_think(cfg: RunConfig) -> None:
     """``rollout.think`` is the one switch: the parser checks it, so every benchmark's prompt must ask for it."""
-    for name in ("alfworld", "webshop"):
+    for name in ("alfworld", "webshop", "gates"):
         section = getattr(cfg, name)
         if section.think is None:
             section.think = cfg.rollout.think
@@ -347,7 +355,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     if path is not None:
         path = Path(path)
         if not path.exists():
-            raise ConfigError(f"config file {str(path)!r} does not exist; profiles live in config/ (tiny, smoke, paper)")
+            raise ConfigError(f"config file {str(path)!r} does not exist; profiles live in config/ (cpu, tiny, smoke, paper)")
         raw = read_yaml(path)
     # `method=sharpo` names the method; its options come as `method.lam=0.2`, in any order
     overrides = [f"method.name={o.split('=', 1)[1]}" if o.startswith("method=") else o for o in overrides or []]

@@ -28,19 +28,20 @@ def format_response(action: str, think: bool) -> str:
 
 
 def demonstrations(benchmark: Benchmark, tasks, rollout_cfg, max_steps: int) -> list[tuple[str, str]]:
-    """(prompt, response) pairs from the benchmark's scripted expert, rendered exactly as the rollout does."""
+    """(prompt, response) pairs from the benchmark's demonstrator (its scripted expert by default), rendered
+    exactly as the rollout does."""
     env = benchmark.make_env()
     pairs: list[tuple[str, str]] = []
     try:
         for task in tasks:
             obs = env.reset(task)
-            expert = benchmark.expert(task)
+            expert = benchmark.demonstrator(task)
             task_text = benchmark.task_description(task, obs)
             history: list[tuple[str, str]] = []
             for turn in range(max_steps):
                 action = expert.act(obs)
                 prompt = benchmark.format_prompt(task_text, history, obs, turn, rollout_cfg.history_length)
-                pairs.append((prompt, format_response(action, rollout_cfg.think)))
+                pairs += [(prompt, format_response(t, rollout_cfg.think)) for t in expert.targets(obs, action)]
                 result = env.step(action)
                 history.append((obs.text, action))
                 obs = result.observation

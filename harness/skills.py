@@ -23,6 +23,10 @@ SKILLS: dict[str, dict[str, str]] = {
                                   "there too.",
         "default": "Search receptacles systematically, open closed ones, and only act on the objects the task names.",
     },
+    "gates": {
+        "default": "In a hall, go the way the sign points. At a gate, open the door of the same colour as the key "
+                   "the task says you hold: any other door ends the run.",
+    },
     "webshop": {
         "default": "Search with the product type and its key attributes. On the results page, click the item "
                    "whose title matches the type and attributes and whose price is under the limit. On the item "

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from paper_figures import plots, render, stats, tables
+from paper_figures import control, plots, render, stats, tables
 from paper_figures.load import Results, load_runs
 
 
@@ -53,6 +53,8 @@ def write_tables(results: Results, ctx: tables.Context, tables_dir: Path) -> tup
     benchmarks = tables.benchmarks_of(results, ctx)
     _write(out, tables.main_table(results, ctx), tables_dir, "main",
            "Success % of the final evaluation, mean ± 95% CI (Student t) over seeds; paper = arXiv 2610.00838")
+    _write(out, control.control_table(results, ctx), tables_dir, "gain_over_frozen",
+           "Final success minus the frozen (lr 0) control's, paired by seed: mean ± 95% CI (Student t) over seeds")
     for bench in benchmarks:
         episodes = results.final_episodes[results.final_episodes["benchmark"] == bench]
         if episodes["task_type"].nunique() > 1:

@@ -13,6 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+FROZEN = "frozen"  # label of the lr-0 control runs (grid.frozen_control)
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -23,6 +27,7 @@ class RunSpec:
     options: tuple[tuple[str, Any], ...]  # the variant's non-name options, sorted by key
     label: str  # run-folder label: name plus non-default options (harness.config.method_label)
     seed: int
+    extra: tuple[str, ...] = ()  # further overrides (the frozen control's lr and label)
 
     @property
     def key(self) -> str:
@@ -38,6 +43,7 @@ class RunSpec:
         items = [f"benchmark={self.benchmark}", f"method={self.method_name}"]
         items += [f"method.{key}={_scalar(value)}" for key, value in self.options]
         items.append(f"seed={self.seed}")
+        items += list(self.extra)
         return items
 
 
@@ -104,6 +110,9 @@ def load_grid(profile: str, config_dir: str | Path = "config") -> Grid:
         name, options = _split_method(entry, f"{path}: grid.methods[{index}]")
         label = method_label(name, dict(options))
         runs += [RunSpec(b, name, options, label, int(s)) for b in grid.benchmarks for s in grid.seeds]
+    if grid.frozen_control:
+        runs += [RunSpec(b, "grpo", (), FROZEN, int(s), ("train.lr=0.0", f"run_label={FROZEN}"))
+                 for b in grid.benchmarks for s in grid.seeds]
     _check_unique(runs, path)
     resources = {k: getattr(grid, k) for k in ("gpus", "mem_mb", "threads", "runtime_min")}
     output_dir = raw.get("output_dir") or RunConfig().output_dir

@@ -23,8 +23,9 @@ METHOD_NAMES = {
     "sdar": "SDAR",
     "stepopsd": "StepOPSD",
     "sharpo": "SHARPO",
+    "frozen": "Frozen (lr 0)",
 }
-BENCHMARK_NAMES = {"alfworld": "ALFWorld", "webshop": "WebShop"}
+BENCHMARK_NAMES = {"alfworld": "ALFWorld", "webshop": "WebShop", "gates": "Gates"}
 # ALFWorld's six task types, by the short names and in the order papers print them
 CATEGORY_NAMES = {
     "pick_and_place_simple": "pick", "look_at_obj_in_light": "look", "pick_clean_then_place_in_recep": "clean",

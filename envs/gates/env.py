@@ -1,0 +1,93 @@
+"""The Gates game: walk a corridor of halls (follow the sign) and gates (open the door of the key's colour).
+
+A wrong turn in a hall is harmless but costs a step; a wrong door at a gate ends the episode as a loss: one
+localized error sinks the trajectory. An action outside the admissible list also ends it (as a loss, marked
+invalid), so a failing rollout is never longer than the corridor plus the slack: with recoverable invalid
+actions, failing rollouts looped on invalid output until the step limit, their many negative-advantage rows
+pushed the action format itself down under GRPO, and the policy collapsed to 0% valid actions (measured). Passing the last cell wins (reward 1, the only non-zero reward).
+Observations name the cell's position, so rollouts of one task that reach the same cell see the same text
+(GiGPO's anchor states).
+"""
+from __future__ import annotations
+
+from envs.base import INVALID_ACTION_FEEDBACK, Expert, Observation, StepResult, Task, TextEnv
+from envs.gates.tasks import Gate, Hall, Layout
+
+
+def describe(layout: Layout, position: int, key_at_gates: bool = False) -> Observation:
+    cell = layout.cells[position]
+    if isinstance(cell, Hall):
+        return Observation(f"hall {position + 1}: a sign points {cell.sign}.", ["go left", "go right"])
+    reminder = f" your key is {layout.key}." if key_at_gates else ""
+    return Observation(f"gate {position + 1}: doors {', '.join(cell.doors)}.{reminder}",
+                       [f"open {c}" for c in cell.doors])
+
+
+def task_text(layout: Layout) -> str:
+    return f"reach the exit. you hold the {layout.key} key."
+
+
+class GatesEnv(TextEnv):
+    def __init__(self, key_at_gates: bool = False):
+        self.key_at_gates = key_at_gates
+        self.layout: Layout | None = None
+        self.task: Task | None = None
+        self.position = 0
+        self.steps = 0
+
+    def reset(self, task: Task) -> Observation:
+        self.task, self.layout = task, task.payload
+        self.position, self.steps = 0, 0
+        obs = describe(self.layout, 0, self.key_at_gates)
+        obs.info["instruction"] = task_text(self.layout)
+        return obs
+
+    def step(self, action: str) -> StepResult:
+        if self.layout is None:
+            raise RuntimeError("GatesEnv.step before reset")
+        self.steps += 1
+        current = describe(self.layout, self.position, self.key_at_gates)
+        action = (action or "").strip().lower()
+        if action not in current.admissible_actions:
+            return self._result(Observation(f"{INVALID_ACTION_FEEDBACK} you are lost; the run ends.", []),
+                                valid=False, done=True)
+        cell = self.layout.cells[self.position]
+        if isinstance(cell, Gate) and action != f"open {self.layout.key}":
+            colour = action.split(" ", 1)[1]
+            return self._result(Observation(f"the {colour} door was locked. the alarm ends your run.", []),
+                                done=True)
+        if isinstance(cell, Hall) and action != f"go {cell.sign}":
+            return self._result(Observation(f"a wall. {current.text}", current.admissible_actions))
+        self.position += 1
+        if self.position == len(self.layout.cells):
+            return self._result(Observation("you reach the exit.", []), done=True, won=True)
+        return self._result(describe(self.layout, self.position, self.key_at_gates))
+
+    def _result(self, obs: Observation, valid: bool = True, done: bool = False, won: bool = False) -> StepResult:
+        info = {"won": won, "action_valid": valid}
+        if done:
+            info.update(task_type=self.task.task_type, task_score=float(won))
+        return StepResult(obs, 1.0 if won else 0.0, done, info)
+
+
+class GatesExpert(Expert):
+    """Follows every sign and opens the key's door. With ``doors="uniform"`` (the format expert of the warm start)
+    it teaches every door of a gate as an equally good response, while still walking through the key's door so
+    the demonstration goes on: the warm start then plays the halls right and the gates at chance, and RL has the
+    pivots left to learn. (Demonstrating one random door per gate instead let the warm start memorise that door
+    for each train task: rollouts of a task then all chose alike and 9 groups in 10 had one outcome; measured.)"""
+
+    def __init__(self, layout: Layout, doors: str = "expert"):
+        self.layout = layout
+        self.doors = doors  # "expert" | "uniform" | "leaning" (GatesConfig.demo_pivots)
+
+    def act(self, observation: Observation) -> str:
+        text = observation.text.removeprefix("a wall. ")
+        if text.startswith("hall"):
+            return "go " + text.rstrip(".").rsplit(" ", 1)[1]
+        return f"open {self.layout.key}"
+
+    def targets(self, observation: Observation, action: str) -> list[str]:
+        if self.doors == "expert" or not observation.text.startswith("gate"):
+            return [action]
+        return list(observation.admissible_actions) + ([action] if self.doors == "leaning" else [])

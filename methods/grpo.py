@@ -17,7 +17,7 @@ EPISODE_COLUMNS = ("episode_return", "action_valid", "group_id", "traj_id", "ste
 @dataclass
 class GrpoConfig:
     invalid_action_penalty: float = field(default=0.1, metadata={
-        "help": "p: a step row's score is R_i − p·(1 − action_valid) (verl-agent)"})
+        "help": "p: a step row's score is R_i − p·(1 − action_valid) (verl-agent)", "range": ">= 0"})
     cross_steps: bool = field(default=True, metadata={
         "help": "mean/std over all step rows of the group (verl-agent); false: over one score per rollout"})
     norm_by_std: bool = field(default=True, metadata={"help": "false drops the division by the std (Dr. GRPO reading)"})

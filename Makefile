@@ -4,7 +4,7 @@ PY     := $(VENV)/bin/python
 CORES  ?= 2
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup reproduce test test-slow test-vllm figures learning clean-results
+.PHONY: setup reproduce test test-slow test-vllm lint figures learning clean-results
 
 setup: $(STAMP)
 
@@ -22,6 +22,9 @@ reproduce: setup          ## the default profile (cpu: Gates on the CPU): train 
 
 test: setup               ## the default test suite (what CI runs)
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
+
+lint: setup               ## ruff: pyflakes, pycodestyle, import order, 120-character lines (pyproject.toml)
+	$(VENV)/bin/ruff check .
 
 test-slow: setup          ## end-to-end tests that take minutes
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m slow

@@ -25,6 +25,7 @@ from harness.policy.precision import Precision
 from harness.policy.reference import Reference, build_reference
 from harness.policy.source import prepare_policy
 from harness.preflight import check_start_up
+from harness.progress import progress
 from harness.records import checkpoint, run_state
 from harness.records.protocol import build_protocol
 from harness.records.run_files import EVAL, METRICS, PROTOCOL, StepLog
@@ -65,10 +66,8 @@ class RunContext:
         return self.accelerator.device
 
     def progress(self, steps):
-        from tqdm.auto import tqdm
-
-        return tqdm(steps, desc=self.cfg.name, initial=self.start_step, total=self.cfg.train.steps,
-                    disable=None if self.accelerator.is_main_process else True, dynamic_ncols=True)
+        return progress(steps, total=self.cfg.train.steps, desc=self.cfg.name, unit="step", initial=self.start_step,
+                        enabled=self.accelerator.is_main_process)
 
     def log_step(self, step: int, metrics: dict[str, float]) -> None:
         self.metrics_log.append([{"step": step, **metrics}])

@@ -19,9 +19,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from envs.base import make_benchmark, registered_benchmarks  # noqa: E402
-from harness.config import load_config  # noqa: E402
+from envs.base import BENCHMARKS, make_benchmark  # noqa: E402
 from envs.vector import VectorEnv  # noqa: E402
+from harness.config import load_config  # noqa: E402
 
 
 def choose(rng: random.Random, observation) -> str:
@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
-    names = args.benchmarks or registered_benchmarks()
+    names = args.benchmarks or BENCHMARKS.available()
     print(f"config={args.config} tasks={args.tasks}x{args.copies} episode_steps<={args.episode_steps} "
           f"workers={args.workers}")
     print(f"{'benchmark':<10} {'serial steps/s':>15} {'vector steps/s':>15} {'ratio':>7}")

@@ -9,13 +9,17 @@
 from __future__ import annotations
 
 import dataclasses
-
 import hashlib
+import importlib
 import json
+import pkgutil
 import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Sequence
+
+from harness.core.plugins import Registry
 
 INVALID_ACTION_FEEDBACK = "Nothing happens."
 
@@ -212,55 +216,30 @@ class Benchmark(ABC):
         ``step`` is the number of actions taken so far; only the last ``history_length`` pairs are shown."""
 
 
-_BENCHMARKS: dict[str, type[Benchmark]] = {}
+def _check_benchmark(name: str, cls) -> None:
+    if not dataclasses.is_dataclass(getattr(cls, "Config", None)):
+        raise TypeError(f"benchmark {name!r}: {cls.__name__}.Config must be the dataclass of its config section")
+    cls.name = name
 
 
-def register_benchmark(name: str):
-    """Class decorator: the one line that makes a benchmark known to the engine, the config and the workflow.
-    The class must carry ``Config``, the dataclass of its ``<name>:`` config section."""
-    def wrap(cls):
-        if name in _BENCHMARKS and _BENCHMARKS[name] is not cls:
-            raise ValueError(f"benchmark {name!r} registered twice")
-        if not dataclasses.is_dataclass(getattr(cls, "Config", None)):
-            raise TypeError(f"benchmark {name!r}: {cls.__name__}.Config must be the dataclass of its config section")
-        cls.name = name
-        _BENCHMARKS[name] = cls
-        return cls
-
-    return wrap
-
-
-def benchmark_class(name: str) -> type[Benchmark]:
-    """The registered benchmark ``name``; ``envs/<name>/`` is imported on first use (that registers it)."""
-    import importlib
-
-    if name not in _BENCHMARKS:
+def _import_benchmarks(name: str | None) -> None:
+    """Import ``envs/<name>/`` (every package under ``envs/`` when ``name`` is None): importing registers it. A
+    missing package is an unknown name; an import error inside a benchmark's own code propagates."""
+    names = [name] if name is not None else [m.name for m in pkgutil.iter_modules([str(Path(__file__).parent)])
+                                             if m.ispkg]
+    for package in names:
         try:
-            importlib.import_module(f"envs.{name}")
+            importlib.import_module(f"envs.{package}")
         except ModuleNotFoundError as err:
-            if err.name != f"envs.{name}":
+            if err.name != f"envs.{package}":
                 raise
-    if name not in _BENCHMARKS:
-        raise KeyError(f"unknown benchmark {name!r}; available: {registered_benchmarks()} (a benchmark is a package "
-                       f"envs/<name>/ whose class is decorated with @register_benchmark(\"<name>\"))")
-    return _BENCHMARKS[name]
 
+
+BENCHMARKS: Registry[type[Benchmark]] = Registry(
+    "benchmark", discover=_import_benchmarks, check=_check_benchmark,
+    hint="A benchmark is a package envs/<name>/ whose Benchmark subclass is decorated with "
+         "@BENCHMARKS.register(\"<name>\")")
 
 def make_benchmark(name: str, config=None, seed: int = 0, think: bool = False) -> Benchmark:
-    cls = benchmark_class(name)
+    cls = BENCHMARKS.get(name)
     return cls(config if config is not None else cls.Config(), seed=seed, think=think)
-
-
-def registered_benchmarks() -> list[str]:
-    """Every benchmark under ``envs/`` (importing each package registers it), sorted by name."""
-    import importlib
-    import pkgutil
-    from pathlib import Path
-
-    for module in pkgutil.iter_modules([str(Path(__file__).parent)]):
-        if module.ispkg:
-            try:
-                importlib.import_module(f"envs.{module.name}")
-            except ImportError:
-                pass
-    return sorted(_BENCHMARKS)

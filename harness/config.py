@@ -15,7 +15,7 @@ from typing import Any, Literal, Mapping
 
 import yaml
 
-from envs.base import benchmark_class, registered_benchmarks
+from envs.base import BENCHMARKS
 from harness.core.typed import ConfigError, build_dataclass  # noqa: F401  (re-exported: callers catch ConfigError)
 from harness.validation import check_config, check_ranges, read_yaml
 
@@ -216,7 +216,7 @@ class RunConfig:
 
     def __post_init__(self):
         if self.benchmark_options is None:  # RunConfig() in code: the benchmark's defaults (the paper's)
-            self.benchmark_options = benchmark_class(self.benchmark).Config()
+            self.benchmark_options = BENCHMARKS.get(self.benchmark).Config()
 
     @property
     def benchmark_config(self):
@@ -305,13 +305,13 @@ def _benchmark_sections(raw: dict) -> dict[str, Any]:
     typo fails whichever benchmark the run is on. Returns one built config per registered benchmark."""
     name = raw.get("benchmark", RunConfig.benchmark)
     try:
-        benchmark_class(name)  # registers envs/<name>/ if it is not yet known
+        BENCHMARKS.get(name)  # registers envs/<name>/ if it is not yet known
     except KeyError as err:
         raise ConfigError(f"benchmark: {err.args[0]}") from None
     built = {}
-    for bench in registered_benchmarks():
+    for bench in BENCHMARKS.available():
         section = raw.pop(bench, None)
-        built[bench] = build_dataclass(benchmark_class(bench).Config, section or {}, where=bench)
+        built[bench] = build_dataclass(BENCHMARKS.get(bench).Config, section or {}, where=bench)
         check_ranges(built[bench], bench)
     return built
 
@@ -351,7 +351,7 @@ def _with_benchmark_settings(raw: dict, extra: dict) -> dict:
     line still has the last word."""
     raw = dict(raw)
     per_benchmark = raw.pop("per_benchmark", None) or {}
-    benchmarks = registered_benchmarks()
+    benchmarks = BENCHMARKS.available()
     if not isinstance(per_benchmark, Mapping) or set(per_benchmark) - set(benchmarks):
         raise ConfigError(f"per_benchmark: expected a mapping from benchmark names {benchmarks} to settings, got "
                           f"{per_benchmark!r}")
@@ -362,7 +362,7 @@ def _with_benchmark_settings(raw: dict, extra: dict) -> dict:
         run_keys = {k: v for k, v in settings.items() if k != "method" and k not in benchmarks}
         build_dataclass(RunConfig, run_keys, f"per_benchmark.{name}")
         for bench in set(settings) & set(benchmarks):
-            build_dataclass(benchmark_class(bench).Config, settings[bench], f"per_benchmark.{name}.{bench}")
+            build_dataclass(BENCHMARKS.get(bench).Config, settings[bench], f"per_benchmark.{name}.{bench}")
     benchmark = _merge(raw, extra).get("benchmark", RunConfig.benchmark)
     return _merge(_merge(raw, dict(per_benchmark.get(benchmark) or {})), extra)
 

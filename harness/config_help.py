@@ -98,11 +98,11 @@ def run_config_help() -> str:
 
 def benchmark_sections_help() -> list[str]:
     """One section per registered benchmark, from its own ``Config``."""
-    from envs.base import benchmark_class, registered_benchmarks
+    from envs.base import BENCHMARKS
 
     lines = []
-    for name in registered_benchmarks():
-        cls = benchmark_class(name)
+    for name in BENCHMARKS.available():
+        cls = BENCHMARKS.get(name)
         lines.append(f"\n{name}: options of benchmark={name} ({cls.__module__}.{cls.__qualname__})")
         lines += [format_key(row) for row in keys_of(cls.Config, f"{name}.")]
     return lines

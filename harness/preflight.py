@@ -95,6 +95,6 @@ def _tracking(cfg) -> str | None:
 
 
 def _benchmark_data(cfg) -> str | None:
-    from envs.base import benchmark_class
+    from envs.base import BENCHMARKS
 
-    return benchmark_class(cfg.benchmark).preflight(cfg.benchmark_config)
+    return BENCHMARKS.get(cfg.benchmark).preflight(cfg.benchmark_config)

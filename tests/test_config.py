@@ -127,7 +127,7 @@ def test_a_benchmark_registered_outside_harness_gets_its_section_validated_by_it
         config_from_dict({"benchmark": "toy", "toy": {"train_taskz": 4}})
     with pytest.raises(ConfigError, match=r"toy.train_tasks: 0 is out of range; accepted: >= 1"):
         config_from_dict({"benchmark": "toy", "toy": {"train_tasks": 0}})
-    with pytest.raises(ConfigError, match=r"benchmark: unknown benchmark 'nope'; available: \[.*'toy'"):
+    with pytest.raises(ConfigError, match=r"benchmark: unknown benchmark 'nope'; known: .*toy"):
         config_from_dict({"benchmark": "nope"})
 
 

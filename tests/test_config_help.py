@@ -14,7 +14,6 @@ from typing import Literal
 import pytest
 
 from harness import config_help
-
 from harness.config import RunConfig
 from harness.core import registry
 
@@ -89,14 +88,14 @@ def test_train_help_lists_every_key_with_default_and_meaning(train_help):
 
 
 def test_train_help_lists_every_benchmark_section_from_its_own_config(train_help):
-    from envs.base import benchmark_class, registered_benchmarks
+    from envs.base import BENCHMARKS
 
     flat = squash(train_help)
-    shipped = [n for n in registered_benchmarks() if benchmark_class(n).__module__.startswith("envs.")]
+    shipped = [n for n in BENCHMARKS.available() if BENCHMARKS.get(n).__module__.startswith("envs.")]
     assert {"alfworld", "webshop", "gates"} <= set(shipped)
     for name in shipped:  # (a benchmark another test registered is not known to the `--help` process)
         assert f"{name}: options of benchmark={name}" in flat
-        for row in config_help.keys_of(benchmark_class(name).Config, f"{name}."):
+        for row in config_help.keys_of(BENCHMARKS.get(name).Config, f"{name}."):
             assert f"{row.key} = {row.default} ({row.type}) {squash(row.help)}" in flat, row.key
 
 

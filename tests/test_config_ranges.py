@@ -46,13 +46,12 @@ def test_other_numeric_keys_are_range_checked(override):
 
 def test_every_numeric_field_declares_its_range():
     """A new numeric key without a declared range would go unchecked: every int/float field carries one."""
+    from envs.base import BENCHMARKS
     from harness.core import registry
     from harness.validation import numeric_fields_without_range
 
-    from envs.base import benchmark_class, registered_benchmarks
-
     classes = [RunConfig, *(registry.get(name).Config for name in registry.available()),
-               *(benchmark_class(name).Config for name in registered_benchmarks())]
+               *(BENCHMARKS.get(name).Config for name in BENCHMARKS.available())]
     assert numeric_fields_without_range(classes) == []
 
 

@@ -8,8 +8,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from envs.base import (INVALID_ACTION_FEEDBACK, Benchmark, Expert, Observation, PromptTemplate, StepResult, Task,
-                       TaskPanel, TextEnv, register_benchmark)
+from envs.base import (
+    BENCHMARKS,
+    INVALID_ACTION_FEEDBACK,
+    Benchmark,
+    Expert,
+    Observation,
+    PromptTemplate,
+    StepResult,
+    Task,
+    TaskPanel,
+    TextEnv,
+)
 
 COLOURS = ("red", "blue", "green", "gold")
 TEMPLATE = PromptTemplate(
@@ -65,7 +75,7 @@ class DoorConfig:
     train_tasks: int = field(default=16, metadata={"help": "train tasks (the colours cycle)", "range": ">= 1"})
 
 
-@register_benchmark("toy")  # the one line that makes it a benchmark: `benchmark: toy` and a `toy:` section now work
+@BENCHMARKS.register("toy")  # the one line that makes it a benchmark: `benchmark: toy` and a `toy:` section now work
 class DoorBenchmark(Benchmark):
     Config = DoorConfig
     task_types = tuple(f"door_{c}" for c in COLOURS)

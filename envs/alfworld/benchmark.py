@@ -12,10 +12,10 @@ from envs.alfworld.official import check_tree, configured_data_path
 from envs.alfworld.panels import GameResolver, generated_tasks, official_tasks
 from envs.alfworld.prompts import alfworld_template, extract_task, render
 from envs.alfworld.skills import SKILLS
-from envs.base import Benchmark, Expert, Observation, PromptTemplate, Task, TaskPanel, TextEnv, register_benchmark
+from envs.base import BENCHMARKS, Benchmark, Expert, Observation, PromptTemplate, Task, TaskPanel, TextEnv
 
 
-@register_benchmark("alfworld")
+@BENCHMARKS.register("alfworld")
 class AlfworldBenchmark(Benchmark):
     Config = AlfworldConfig
     skills = SKILLS

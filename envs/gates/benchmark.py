@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from envs.gates.skills import SKILLS
-from envs.base import Benchmark, Expert, Observation, PromptTemplate, Task, TaskPanel, TextEnv, register_benchmark
+from envs.base import BENCHMARKS, Benchmark, Expert, Observation, PromptTemplate, Task, TaskPanel, TextEnv
 from envs.gates.config import GatesConfig
 from envs.gates.env import GatesEnv, GatesExpert, task_text
 from envs.gates.prompts import gates_template, render_prompt
+from envs.gates.skills import SKILLS
 from envs.gates.tasks import layouts, settings_digest
 
 TASK_TYPE = "gates"
 
 
-@register_benchmark("gates")
+@BENCHMARKS.register("gates")
 class GatesBenchmark(Benchmark):
     Config = GatesConfig
     skills = SKILLS

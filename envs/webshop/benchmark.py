@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from envs.webshop.skills import SKILLS
-from envs.base import Benchmark, Expert, Observation, PromptTemplate, Task, TaskPanel, TextEnv, register_benchmark
+from envs.base import BENCHMARKS, Benchmark, Expert, Observation, PromptTemplate, Task, TaskPanel, TextEnv
 from envs.webshop.catalogue import Catalogue, build_catalogue
 from envs.webshop.catalogue_spec import CATEGORY_ROOTS
 from envs.webshop.config import WebshopConfig, WebshopSettings, resolve
@@ -22,12 +21,13 @@ from envs.webshop.expert import WebshopExpert
 from envs.webshop.prompts import render_prompt, webshop_template
 from envs.webshop.remote import RemoteGoal, RemoteWebShop
 from envs.webshop.search import SearchIndex, search_index
+from envs.webshop.skills import SKILLS
 
 REMOTE_EVAL_POOL = 500  # a real site: verl-agent's test goals 0..499, train goals from 500
 REMOTE_TRAIN_GOALS = 4500  # default remote train panel: goals 500..4999 (WebShop's 1000-product set has 6910)
 
 
-@register_benchmark("webshop")
+@BENCHMARKS.register("webshop")
 class WebshopBenchmark(Benchmark):
     Config = WebshopConfig
     skills = SKILLS

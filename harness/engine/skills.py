@@ -9,7 +9,7 @@ from __future__ import annotations
 
 
 def skill_for(benchmark: str, task_type: str) -> str:
-    from envs.base import benchmark_class
+    from envs.base import BENCHMARKS
 
-    table = benchmark_class(benchmark).skills
+    table = BENCHMARKS.get(benchmark).skills
     return table.get(task_type) or table.get("default", "")

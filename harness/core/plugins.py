@@ -1,0 +1,87 @@
+"""One registry for every kind of plug-in: methods, benchmarks, generation backends, teacher contexts.
+
+``Registry[T]`` maps a name to a plug-in. A plug-in is registered by a decorator (``@METHODS.register("grpo")``)
+or as a lazy ``"module:attribute"`` string that is imported only when a run asks for it (so vLLM stays optional).
+An unknown name is an :class:`UnknownPluginError` that lists the known names and says how to add one; an import
+error inside a plug-in's own module is never swallowed, since it is the message the user needs.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Callable, Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class UnknownPluginError(KeyError):
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+class Registry(Generic[T]):
+    """Name -> plug-in of one ``kind``.
+
+    ``discover(name)`` is called before a lookup finds nothing (with the name) and before :meth:`available`
+    (with None), to import the modules that register themselves; ``check(name, plugin)`` validates a plug-in as
+    it is registered; ``hint`` ends the unknown-name error with how to add one."""
+
+    def __init__(self, kind: str, discover: Callable[[str | None], None] | None = None,
+                 check: Callable[[str, T], None] | None = None, hint: str = ""):
+        self.kind = kind
+        self._discover = discover
+        self._check = check
+        self._hint = hint
+        self._entries: dict[str, T | str] = {}
+
+    def register(self, name: str) -> Callable[[T], T]:
+        """Decorator: ``@registry.register("name")``. A second, different plug-in under one name is an error
+        (the same class re-imported, e.g. a reloaded module, may register again)."""
+
+        def wrap(plugin: T) -> T:
+            self.add(name, plugin)
+            return plugin
+
+        return wrap
+
+    def add(self, name: str, plugin: T | str) -> None:
+        """Register ``plugin``, or a lazy ``"module:attribute"`` string resolved on first :meth:`get`."""
+        existing = self._entries.get(name)
+        if existing is not None and existing is not plugin and _qualname(existing) != _qualname(plugin):
+            raise ValueError(f"{self.kind} name {name!r} is registered twice: {_qualname(existing)} and "
+                             f"{_qualname(plugin)}; rename one of them")
+        if self._check is not None and not isinstance(plugin, str):
+            self._check(name, plugin)
+        self._entries[name] = plugin
+
+    def get(self, name: str) -> T:
+        if name not in self._entries and self._discover is not None:
+            self._discover(name)
+        if name not in self._entries:
+            known = ", ".join(self.available()) or "none"
+            raise UnknownPluginError(f"unknown {self.kind} {name!r}; known: {known}"
+                                     + (f". {self._hint}" if self._hint else ""))
+        entry = self._entries[name]
+        if isinstance(entry, str):
+            module, _, attribute = entry.partition(":")
+            entry = getattr(importlib.import_module(module), attribute)
+            if self._check is not None:
+                self._check(name, entry)
+            self._entries[name] = entry
+        return entry
+
+    def available(self) -> list[str]:
+        """Every registered name, sorted (after discovering the plug-ins that register themselves)."""
+        if self._discover is not None:
+            self._discover(None)
+        return sorted(self._entries)
+
+    def __contains__(self, name: str) -> bool:
+        if name not in self._entries and self._discover is not None:
+            self._discover(name)
+        return name in self._entries
+
+
+def _qualname(plugin) -> str:
+    if isinstance(plugin, str):
+        return plugin
+    return f"{getattr(plugin, '__module__', '?')}.{getattr(plugin, '__qualname__', repr(plugin))}"

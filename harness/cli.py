@@ -62,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # one bar per save/load of a tiny model is noise in the run logs
-    from harness.config import ConfigError, load_config
+    from harness.config import load_config
+    from harness.core.typed import ConfigError
 
     try:
         cfg = load_config(args.config, args.overrides)
@@ -129,8 +130,8 @@ def _plan(cfg, gpu_gib: float | None) -> int:
 def protocol_only(cfg) -> dict:
     import dataclasses
 
-    from harness.core import registry
     from harness.config import to_dict
+    from harness.core import registry
     from harness.records.protocol import build_protocol
     from harness.records.seeding import Seeds, seeded_benchmark
 

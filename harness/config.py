@@ -16,7 +16,7 @@ from typing import Any, Literal, Mapping
 import yaml
 
 from envs.base import BENCHMARKS
-from harness.core.typed import ConfigError, build_dataclass  # noqa: F401  (re-exported: callers catch ConfigError)
+from harness.core.typed import ConfigError, build_dataclass
 from harness.validation import check_config, check_ranges, read_yaml
 
 

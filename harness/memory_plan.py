@@ -147,7 +147,7 @@ def model_config(cfg):
         path = SHIPPED_CONFIG
     raw = json.loads(path.read_text())
     if "model_type" not in raw:
-        from harness.config import ConfigError
+        from harness.core.typed import ConfigError
 
         raise ConfigError(f"{path} has no model_type; model.source must be a Hugging Face checkpoint folder")
     return AutoConfig.for_model(raw.pop("model_type"), **raw), source
@@ -197,7 +197,7 @@ def _with_lora(model, rank: int, alpha: float, targets: list[str]):
             warnings.simplefilter("ignore", FutureWarning)
             return get_peft_model(model, LoraConfig(r=rank, lora_alpha=alpha, target_modules=targets))
     except ValueError as err:
-        from harness.config import ConfigError
+        from harness.core.typed import ConfigError
 
         raise ConfigError(f"model.lora_target_modules={targets}: {err}") from None
 

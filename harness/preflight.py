@@ -6,7 +6,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-from harness.config import ConfigError
+from harness.core.typed import ConfigError
 from harness.policy.gguf import gguf_path, is_gguf_source
 
 

@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", default="grpo", help="method the probability of improvement compares to")
     parser.add_argument("--no-figures", action="store_true", help="write the tables only")
     args = parser.parse_args(argv)
-    from harness.config import ConfigError
+    from harness.core.typed import ConfigError
     from paper_figures.load import RunDataError
 
     try:

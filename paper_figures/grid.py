@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 FROZEN = "frozen"  # label of the lr-0 control runs (grid.frozen_control)
 
 
@@ -95,7 +93,8 @@ def profile_path(profile: str, config_dir: str | Path = "config") -> Path:
 
 def load_grid(profile: str, config_dir: str | Path = "config") -> Grid:
     """Read a profile's grid, check it, and expand it into runs (benchmarks × methods × seeds)."""
-    from harness.config import ConfigError, GridConfig, RunConfig, build_dataclass, method_label
+    from harness.config import GridConfig, RunConfig, method_label
+    from harness.core.typed import ConfigError, build_dataclass
     from harness.validation import check_ranges, read_yaml
 
     path = profile_path(profile, config_dir)
@@ -124,7 +123,8 @@ def _strategy(raw: dict, path: Path) -> str:
     """The profile's ``train.strategy`` (the workflow launches an ``fsdp`` run with torchrun)."""
     import typing
 
-    from harness.config import ConfigError, TrainConfig
+    from harness.config import TrainConfig
+    from harness.core.typed import ConfigError
 
     value = (raw.get("train") or {}).get("strategy", TrainConfig.strategy)
     accepted = typing.get_args(typing.get_type_hints(TrainConfig)["strategy"])

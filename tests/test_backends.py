@@ -5,13 +5,13 @@ import random
 
 import pytest
 import torch
+from tiny_corpus import build_and_load, one_torch_thread, prompt, response  # noqa: F401
 
 from harness.config import BackendConfig
 from harness.policy.backends import Generation, GenerationBackend, make_backend
 from harness.policy.backends.hf import HFBackend, sample_tokens
 from harness.policy.logprobs import pad_left, pad_right, response_logprobs
 from harness.policy.models import chat_prompt_ids, end_of_turn_id, warm_start
-from tiny_corpus import build_and_load, one_torch_thread, prompt, response  # noqa: F401
 
 SAMPLING = dict(temperature=1.0, top_p=1.0, max_new_tokens=12, max_prompt_tokens=512)
 
@@ -158,7 +158,8 @@ class EchoBackend:
 
 
 def test_a_new_backend_is_its_module_plus_one_registration_line(monkeypatch):
-    from harness.config import BackendConfig, ConfigError, config_from_dict
+    from harness.config import BackendConfig, config_from_dict
+    from harness.core.typed import ConfigError
     from harness.policy import backends
 
     monkeypatch.setitem(backends.BACKENDS, "echo", f"{__name__}:EchoBackend")

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.config import (ConfigError, config_from_dict, ModelConfig, RunConfig, TrainConfig, build_dataclass, load_config,
-                            parse_overrides)
+from harness.config import ModelConfig, RunConfig, TrainConfig, config_from_dict, load_config, parse_overrides
+from harness.core.typed import ConfigError, build_dataclass
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,7 +5,8 @@ import dataclasses
 
 import pytest
 
-from harness.config import ConfigError, RunConfig, load_config
+from harness.config import RunConfig, load_config
+from harness.core.typed import ConfigError
 
 
 @pytest.mark.parametrize("override,key,accepted", [

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import ConfigError, load_config
+from harness.config import load_config
+from harness.core.typed import ConfigError
 from harness.engine import distributed
 from harness.gpu_slots import train_command
 

@@ -108,7 +108,7 @@ def test_rows_without_teacher_are_dropped_even_when_their_teacher_is_nan(agg):
 
 
 def test_grpo_opsd_has_no_beta_option():
-    from harness.config import ConfigError
+    from harness.core.typed import ConfigError
 
     with pytest.raises(ConfigError, match=r"unknown key\(s\) \['beta'\]"):
         registry.build("grpo_opsd", {"beta": 5.0})

@@ -7,8 +7,8 @@ import pytest
 import torch
 from synthetic import batch_from_rows
 
-from harness.config import ConfigError
 from harness.core import registry
+from harness.core.typed import ConfigError
 
 A = 5.0 / (math.sqrt(50.0) + 1e-6)  # GRPO advantage of returns (10, 0) in a group of two rollouts
 

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.config import ConfigError
 from harness.core import registry
 from harness.core.registry import Method, UnknownMethodError, register
+from harness.core.typed import ConfigError
 
 
 def test_unknown_name_lists_registered_methods():

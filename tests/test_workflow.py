@@ -87,7 +87,7 @@ def test_variant_labels_and_overrides_match_the_engine(tmp_path: Path):
 
 
 def test_duplicate_run_folders_and_unknown_profiles_are_errors(tmp_path: Path):
-    from harness.config import ConfigError
+    from harness.core.typed import ConfigError
 
     profile = write_profile(tmp_path / "dup.yaml", "[sharpo, {name: sharpo, lam: 0.05}]")  # 0.05 is the default
     with pytest.raises(ValueError, match="two entries for run folder alfworld/sharpo/seed0"):

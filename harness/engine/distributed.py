@@ -28,7 +28,6 @@ import torch
 
 from harness.policy.precision import MIXED_PRECISION, Precision  # noqa: F401  (model.dtype → accelerate's name)
 
-
 # Rank 0 evaluates alone while the others wait, and rollouts of one rank may take longer than another's.
 PROCESS_GROUP_TIMEOUT = timedelta(hours=3)
 COMPUTE_DTYPE = "_harness_compute_dtype"  # set on a sharded model: the dtype its forward runs in
@@ -68,7 +67,7 @@ def make_accelerator(cfg, precision: Precision):
     of a torchrun launch (gloo on the CPU, nccl on CUDA)."""
     from accelerate.utils import InitProcessGroupKwargs
 
-    from harness.config import ConfigError
+    from harness.core.typed import ConfigError
     from harness.policy.precision import make_accelerator as precision_accelerator
 
     problem = launch_problem(cfg)
@@ -298,8 +297,7 @@ def merge_sums(model, sums: dict[str, float], counts: dict[str, int]) -> tuple[d
 def full_state(accelerator, model, optimizer) -> tuple[dict, dict] | None:
     """A sharded model's full (unsharded) model and optimizer state dicts, on rank 0 (None on the other ranks; all
     must call it)."""
-    from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
-                                                         get_optimizer_state_dict)
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_optimizer_state_dict
 
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)  # gathered to rank 0's CPU memory
     model_state = get_model_state_dict(model, options=options)
@@ -309,8 +307,7 @@ def full_state(accelerator, model, optimizer) -> tuple[dict, dict] | None:
 
 def load_full_state(model, optimizer, model_state: dict, optimizer_state: dict) -> None:
     """Load what :func:`full_state` saved into a sharded model; each rank keeps its shard of the full tensors."""
-    from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
-                                                         set_optimizer_state_dict)
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict, set_optimizer_state_dict
 
     options = StateDictOptions(full_state_dict=True)  # every rank read the (memory-mapped) checkpoint itself
     set_model_state_dict(model, model_state, options=options)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
 from harness.core.plugins import Registry
+from harness.core.ranges import Checked
 
 INVALID_ACTION_FEEDBACK = "Nothing happens."
 
@@ -217,8 +218,10 @@ class Benchmark(ABC):
 
 
 def _check_benchmark(name: str, cls) -> None:
-    if not dataclasses.is_dataclass(getattr(cls, "Config", None)):
-        raise TypeError(f"benchmark {name!r}: {cls.__name__}.Config must be the dataclass of its config section")
+    config = getattr(cls, "Config", None)
+    if not (dataclasses.is_dataclass(config) and issubclass(config, Checked)):
+        raise TypeError(f"benchmark {name!r}: {cls.__name__}.Config must be the dataclass of its config section, "
+                        "deriving from harness.core.ranges.Checked (its ranges are checked when it is built)")
     cls.name = name
 
 

@@ -1,22 +1,26 @@
 """Clipped GRPO: a complete example method (methods/README.md)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
 
 from harness.core.batch import StepBatch
+from harness.core.ranges import Checked
 from harness.core.registry import Method
 from methods._segments import to_tokens
 from methods.grpo import episode_advantage
 
 
 @dataclass
-class ClippedGrpoConfig:
-    cap: float = 2.0  # |A| is clipped to this value
-    valid_bonus: float = 0.0  # rows with a valid action get A·(1 + valid_bonus)
-    invalid_action_penalty: float = 0.1
+class ClippedGrpoConfig(Checked):  # Checked: each range below is checked when the config is built
+    section = "method"
+
+    cap: float = field(default=2.0, metadata={"help": "|A| is clipped to this value", "range": "> 0"})
+    valid_bonus: float = field(default=0.0, metadata={
+        "help": "rows with a valid action get A·(1 + valid_bonus)", "range": ">= 0"})
+    invalid_action_penalty: float = field(default=0.1, metadata={"help": "p of GRPO's row score", "range": ">= 0"})
 
 
 class ClippedGrpo(Method):

@@ -16,12 +16,15 @@ from typing import Any, Literal, Mapping
 import yaml
 
 from envs.base import BENCHMARKS
+from harness.core.ranges import Checked
 from harness.core.typed import ConfigError, build_dataclass
-from harness.validation import check_config, check_ranges, read_yaml
+from harness.validation import check_config, read_yaml
 
 
 @dataclass
-class ModelConfig:
+class ModelConfig(Checked):
+    section = "model"
+
     source: str = field(default="tiny", metadata={"help": (
         '"tiny" = the offline Qwen2-architecture model built by harness.policy.models; a local checkpoint folder '
         "(e.g. a downloaded Qwen2.5-7B-Instruct); or a GGUF file (a .gguf path, or package:<python package>/<file>"
@@ -64,9 +67,17 @@ class ModelConfig:
     cache_dir: str = field(default="results/models", metadata={
         "help": "where built tiny models and converted GGUF models are cached, keyed by everything they depend on"})
 
+    def __post_init__(self):
+        super().__post_init__()
+        if self.tiny_hidden % self.tiny_heads:
+            raise ConfigError(f"model.tiny_hidden: {self.tiny_hidden} is not a multiple of model.tiny_heads="
+                              f"{self.tiny_heads}; accepted: a multiple of the head count")
+
 
 @dataclass
-class BackendConfig:
+class BackendConfig(Checked):
+    section = "backend"
+
     name: str = field(default="vllm", metadata={
         "help": "generation backend (harness/policy/backends/: BACKENDS): hf = transformers on the policy itself "
                 "(CPU or GPU), vllm = a vLLM engine (GPU)"})
@@ -82,7 +93,9 @@ class BackendConfig:
 
 
 @dataclass
-class RolloutConfig:
+class RolloutConfig(Checked):
+    section = "rollout"
+
     tasks_per_step: int = field(default=16, metadata={"help": "train tasks drawn per RL step", "range": ">= 1"})
     group_size: int = field(default=8, metadata={"help": "G: rollouts per task (one GRPO group)", "range": ">= 1"})
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature of training rollouts", "range": ">= 0"})
@@ -100,7 +113,9 @@ class RolloutConfig:
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(Checked):
+    section = "train"
+
     steps: int = field(default=200, metadata={"help": "RL steps", "range": ">= 1"})
     lr: float = field(default=1e-6, metadata={"help": "AdamW learning rate", "range": ">= 0"})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay", "range": ">= 0"})
@@ -133,7 +148,9 @@ class TrainConfig:
 
 
 @dataclass
-class EvalConfig:
+class EvalConfig(Checked):
+    section = "eval"
+
     every: int = field(default=5, metadata={
         "help": "RL steps between evaluations (0 = only the final one)", "range": ">= 0"})
     temperature: float = field(default=0.4, metadata={"help": "sampling temperature of evaluation episodes", "range": ">= 0"})
@@ -144,7 +161,9 @@ class EvalConfig:
 
 
 @dataclass
-class TrackingConfig:
+class TrackingConfig(Checked):
+    section = "tracking"
+
     enabled: bool = field(default=True, metadata={
         "help": "log to MLflow (the run folder's csv files are written either way)"})
     uri: str = field(default="${MLFLOW_TRACKING_URI:-sqlite:///results/mlflow.db}", metadata={
@@ -155,7 +174,9 @@ class TrackingConfig:
 
 
 @dataclass
-class GridConfig:
+class GridConfig(Checked):
+    section = "grid"
+
     """What ``snakemake`` expands into runs (the Snakefile reads this section of the profile)."""
 
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "master seeds of the grid", "range": ">= 0"})
@@ -177,7 +198,9 @@ class GridConfig:
 
 
 @dataclass
-class MethodSection:
+class MethodSection(Checked):
+    section = "method"
+
     name: str = field(default="grpo", metadata={
         "help": "registry name of the method (see below), or a dotted path pkg.module:Class"})
     options: dict = field(default_factory=dict, metadata={
@@ -185,7 +208,7 @@ class MethodSection:
 
 
 @dataclass
-class RunConfig:
+class RunConfig(Checked):
     seed: int = field(default=0, metadata={"help": "master seed; every other seed is derived from it by hashing", "range": ">= 0"})
     profile: str = field(default="paper", metadata={
         "help": "profile name: labels the run's MLflow experiment and keys the tiny-model cache (the profile's "
@@ -215,8 +238,12 @@ class RunConfig:
                 "frozen control sets `frozen`"})
 
     def __post_init__(self):
+        super().__post_init__()
         if self.benchmark_options is None:  # RunConfig() in code: the benchmark's defaults (the paper's)
             self.benchmark_options = BENCHMARKS.get(self.benchmark).Config()
+        if self.train.strategy == "fsdp" and self.model.dtype == "float16":
+            raise ConfigError("model.dtype: float16 is not accepted with train.strategy=fsdp (fp16 needs a loss "
+                              "scaler the sharded update does not run); accepted: bfloat16 or float32")
 
     @property
     def benchmark_config(self):
@@ -312,7 +339,6 @@ def _benchmark_sections(raw: dict) -> dict[str, Any]:
     for bench in BENCHMARKS.available():
         section = raw.pop(bench, None)
         built[bench] = build_dataclass(BENCHMARKS.get(bench).Config, section or {}, where=bench)
-        check_ranges(built[bench], bench)
     return built
 
 

@@ -9,14 +9,16 @@ import torch
 from torch import Tensor
 
 from harness.core.batch import StepBatch
+from harness.core.ranges import Checked
 from harness.core.registry import Method, register
-from harness.core.typed import ConfigError
 from methods._segments import dense_ids, normalize_in_groups, segment_sum, to_tokens
 from methods.grpo import EPISODE_COLUMNS, advantage_diagnostics, episode_advantage
 
 
 @dataclass
-class GigpoConfig:
+class GigpoConfig(Checked):
+    section = "method"
+
     mode: Literal["mean_norm", "mean_std_norm"] = field(default="mean_norm", metadata={
         "help": "mean_norm: centre only (verl-agent's default and run scripts); mean_std_norm: also divide by the std"})
     gamma: float = field(default=0.95, metadata={"help": "γ of the step return", "range": "[0, 1]"})
@@ -63,11 +65,6 @@ class Gigpo(Method):
     requires = EPISODE_COLUMNS + ("step_reward", "obs_hash")
     keeps_sign = False  # the step term is added, so a row's sign can flip
     grpo_limit = {"omega": 0.0, "mode": "mean_std_norm"}  # no step term; GRPO divides by the std
-
-    def __init__(self, config: GigpoConfig | None = None):
-        super().__init__(config)
-        if not 0.0 <= self.config.gamma <= 1.0:
-            raise ConfigError(f"gigpo: gamma must lie in [0, 1]; got {self.config.gamma}")
 
     def advantages(self, batch: StepBatch, step: int = 0) -> tuple[Tensor, dict[str, float]]:
         self.check_batch(batch)

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor
 
 from harness.core.batch import StepBatch
+from harness.core.ranges import Checked
 from harness.core.registry import Method, register
 from methods._segments import dense_ids, normalize_in_groups, segment_sum, to_tokens
 
@@ -15,7 +16,9 @@ EPISODE_COLUMNS = ("episode_return", "action_valid", "group_id", "traj_id", "ste
 
 
 @dataclass
-class GrpoConfig:
+class GrpoConfig(Checked):
+    section = "method"
+
     invalid_action_penalty: float = field(default=0.1, metadata={
         "help": "p: a step row's score is R_i − p·(1 − action_valid) (verl-agent)", "range": ">= 0"})
     cross_steps: bool = field(default=True, metadata={

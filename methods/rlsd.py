@@ -9,7 +9,6 @@ from torch import Tensor
 
 from harness.core.batch import StepBatch
 from harness.core.registry import register
-from harness.core.typed import ConfigError
 from methods._segments import teacher_available, teacher_gap, token_counts, token_stats
 from methods.grpo import GrpoBase, GrpoConfig, advantage_diagnostics
 
@@ -44,12 +43,6 @@ class Rlsd(GrpoBase):
     teacher = "skills"
     grpo_limit = {"lam": 0.0}
     stress_options = {"lam": 1.0, "clip_eps": 0.9}
-
-    def __init__(self, config: RlsdConfig | None = None):
-        super().__init__(config)
-        c = self.config
-        if not 0.0 <= c.lam <= 1.0 or not 0.0 <= c.clip_eps < 1.0:
-            raise ConfigError(f"rlsd: need 0 ≤ lam ≤ 1 and 0 ≤ clip_eps < 1 (keeps sign(Ã) = sign(A)); got {c}")
 
     def advantages(self, batch: StepBatch, step: int = 0) -> tuple[Tensor, dict[str, float]]:
         self.check_batch(batch)

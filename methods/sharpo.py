@@ -12,7 +12,6 @@ from torch import Tensor
 
 from harness.core.batch import StepBatch
 from harness.core.registry import register
-from harness.core.typed import ConfigError
 from methods._segments import (
     apply_multiplier,
     group_share,
@@ -48,12 +47,6 @@ class Sharpo(GrpoBase):
     teacher = "successful_sibling"
     grpo_limit = {"lam": 0.0}
     stress_options = {"lam": 1.0, "tau": 0.1}
-
-    def __init__(self, config: SharpoConfig | None = None):
-        super().__init__(config)
-        c = self.config
-        if not 0.0 <= c.lam <= 1.0 or c.tau <= 0.0:
-            raise ConfigError(f"sharpo: need 0 ≤ lam ≤ 1 (keeps sign(Ã) = sign(A)) and tau > 0; got {c}")
 
     def advantages(self, batch: StepBatch, step: int = 0) -> tuple[Tensor, dict[str, float]]:
         self.check_batch(batch)

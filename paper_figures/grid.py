@@ -95,15 +95,17 @@ def load_grid(profile: str, config_dir: str | Path = "config") -> Grid:
     """Read a profile's grid, check it, and expand it into runs (benchmarks × methods × seeds)."""
     from harness.config import GridConfig, RunConfig, method_label
     from harness.core.typed import ConfigError, build_dataclass
-    from harness.validation import check_ranges, read_yaml
+    from harness.validation import read_yaml
 
     path = profile_path(profile, config_dir)
     if not path.exists():
         choices = sorted(p.stem for p in Path(config_dir).glob("*.yaml"))
         raise ConfigError(f"profile {profile!r}: {path} does not exist; profiles in {config_dir}/: {choices}")
     raw = read_yaml(path)
-    grid = build_dataclass(GridConfig, raw.get("grid") or {}, where=f"{path}: grid")
-    check_ranges(grid, f"{path}: grid")
+    try:
+        grid = build_dataclass(GridConfig, raw.get("grid") or {}, where="grid")
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}") from None
     runs = []
     for index, entry in enumerate(grid.methods):
         name, options = _split_method(entry, f"{path}: grid.methods[{index}]")

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import pytest
 
 from harness.core import registry
+from harness.core.ranges import Checked
 from harness.core.registry import Method, UnknownMethodError, register
 from harness.core.typed import ConfigError
 
@@ -32,7 +33,7 @@ def test_build_checks_literal_options():
 
 
 @dataclass
-class _Cfg:
+class _Cfg(Checked):
     x: int = 1
 
 

@@ -20,6 +20,7 @@ from envs.base import (
     TaskPanel,
     TextEnv,
 )
+from harness.core.ranges import Checked
 
 COLOURS = ("red", "blue", "green", "gold")
 TEMPLATE = PromptTemplate(
@@ -71,7 +72,9 @@ class DoorExpert(Expert):
 
 
 @dataclass
-class DoorConfig:
+class DoorConfig(Checked):
+    section = "toy"
+
     train_tasks: int = field(default=16, metadata={"help": "train tasks (the colours cycle)", "range": ">= 1"})
 
 

@@ -6,17 +6,23 @@ A profile that shrinks the game (config/tiny.yaml, config/smoke.yaml) says so in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
+from harness.core.ranges import Checked
+from harness.core.typed import ConfigError
 
 PAPER_TRAIN_GAMES = 3600  # generated train games when no official data is present (the official train split: 3553)
 PAPER_EVAL_GAMES = {"eval_in": 140, "eval_out": 134}  # the official valid_seen / valid_unseen splits
 
 
 @dataclass
-class AlfworldConfig:
+class AlfworldConfig(Checked):
+    section = "alfworld"
+
     data_path: str | None = field(default=None, metadata={
         "help": "the official json_2.1.1 tree; null = $ALFWORLD_DATA if set, else generated offline games"})
-    source: str = field(default="auto", metadata={"help": '"auto" | "official" | "generated"'})
+    source: Literal["auto", "official", "generated"] = field(default="auto", metadata={
+        "help": "official games (needs data_path), generated ones, or auto: official when a data path is set"})
     max_steps: int = field(default=50, metadata={"help": "actions per episode at most", "range": ">= 1"})
     train_panel_size: int | None = field(default=None, metadata={
         "help": f"train tasks; null = every official training game, or {PAPER_TRAIN_GAMES} generated ones", "range": ">= 1"})
@@ -35,6 +41,14 @@ class AlfworldConfig:
     panel_seed: int = field(default=0, metadata={
         "help": "which generated games make the panels (not the run seed: panels stay fixed across seeds)", "range": ">= 0"})
 
+
+    def __post_init__(self):
+        super().__post_init__()
+        from envs.alfworld.gamegen import TASK_TYPES
+
+        unknown = sorted(set(self.task_types or ()) - set(TASK_TYPES))
+        if unknown:
+            raise ConfigError(f"alfworld.task_types: unknown {unknown}; choose from {list(TASK_TYPES)}")
 
 @dataclass(frozen=True)
 class AlfworldSettings:
@@ -58,31 +72,18 @@ class AlfworldSettings:
 
 
 SPLITS = ("train", "eval_in", "eval_out")
-SOURCES = ("auto", "official", "generated")
 
 
 def resolve(config: AlfworldConfig, official_available: bool, think: bool = False) -> AlfworldSettings:
     """Resolve ``source: auto`` and the panel sizes; ``official_available`` = a data path is configured."""
     from envs.alfworld.gamegen import TASK_TYPES
 
-    if config.source not in SOURCES:
-        raise ValueError(f"alfworld.source must be one of {SOURCES}, got {config.source!r}")
     source = config.source if config.source != "auto" else ("official" if official_available else "generated")
     task_types = tuple(config.task_types) if config.task_types else TASK_TYPES
-    unknown = sorted(set(task_types) - set(TASK_TYPES))
-    if unknown:
-        raise ValueError(f"alfworld.task_types: unknown {unknown}; choose from {list(TASK_TYPES)}")
     train = config.train_panel_size
     if train is None and source == "generated":
         train = PAPER_TRAIN_GAMES
     sizes = {"train": train, **{split: config.eval_panel_size or size for split, size in PAPER_EVAL_GAMES.items()}}
-    for name, value in [("max_steps", config.max_steps), ("max_instances", config.max_instances),
-                        *((f"{s} panel size", v) for s, v in sizes.items() if v is not None)]:
-        if value < 1:
-            raise ValueError(f"alfworld.{name} must be >= 1, got {value}")
-    if config.max_receptacles < 0 or config.num_distractors < -1:
-        raise ValueError(f"alfworld.max_receptacles must be >= 0 (0 = all) and alfworld.num_distractors >= -1 "
-                         f"(-1 = one per class), got {config.max_receptacles} and {config.num_distractors}")
     return AlfworldSettings(
         source=source, data_path=config.data_path, max_steps=config.max_steps, think=think,
         max_receptacles=config.max_receptacles or None,

@@ -26,7 +26,6 @@ class GatesBenchmark(Benchmark):
 
     def __init__(self, config: GatesConfig | None = None, seed: int = 0, think: bool = False):
         config = config or GatesConfig()
-        config.check()
         super().__init__(config, seed, think)
         self.max_steps = config.max_steps
         self._template = gates_template(think)

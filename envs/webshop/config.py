@@ -9,9 +9,14 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from harness.core.ranges import Checked
+from harness.core.typed import ConfigError
+
 
 @dataclass
-class WebshopConfig:
+class WebshopConfig(Checked):
+    section = "webshop"
+
     url: str | None = field(default=None, metadata={
         "help": "a running WebShop site (web_agent_site.app); null = the offline catalogue shipped here"})
     max_steps: int = field(default=15, metadata={"help": "actions per episode at most", "range": ">= 1"})
@@ -39,6 +44,12 @@ class WebshopConfig:
     search_button: bool = field(default=True, metadata={
         "help": "list click[search] on the search page, as WebShop's HTML scraping does"})
 
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.eval_panel_size > self.eval_pool_size:
+            raise ConfigError(f"webshop.eval_panel_size: {self.eval_panel_size} exceeds the eval pool of "
+                              f"{self.eval_pool_size} goals; accepted: <= webshop.eval_pool_size")
 
 @dataclass(frozen=True)
 class WebshopSettings:
@@ -73,27 +84,10 @@ SETTING_FIELDS = ("products_per_type", "asin_length", "goals_per_product", "max_
 
 
 def resolve(config: WebshopConfig, think: bool = False) -> WebshopSettings:
-    """The config's sizes as frozen settings; bad values raise ``ValueError``."""
+    """The config's sizes as frozen settings (the config checked its own values when it was built)."""
     settings = WebshopSettings(max_steps=config.max_steps, think=think,
                                **{name: getattr(config, name) for name in SETTING_FIELDS})
-    _check(settings)
     return settings
-
-
-def _check(settings: WebshopSettings) -> None:
-    positive = ["max_steps", "products_per_type", "asin_length", "goals_per_product", "max_option_values",
-                "max_goal_attributes",
-                "results_per_page", "search_return_n", "eval_panel_size"]
-    for name in positive:
-        if getattr(settings, name) < 1:
-            raise ValueError(f"webshop.{name} must be >= 1, got {getattr(settings, name)}")
-    if not 0 <= settings.max_option_groups <= 3:
-        raise ValueError(f"webshop.max_option_groups must be in 0..3, got {settings.max_option_groups}")
-    if settings.eval_panel_size > settings.eval_pool_size:
-        raise ValueError(f"webshop.eval_panel_size={settings.eval_panel_size} exceeds the eval pool of "
-                         f"{settings.eval_pool_size} goals; use at most {settings.eval_pool_size}")
-    if settings.train_panel_size is not None and settings.train_panel_size < 1:
-        raise ValueError(f"webshop.train_panel_size must be >= 1 or null, got {settings.train_panel_size}")
 
 
 def settings_dict(settings: WebshopSettings) -> dict:

@@ -17,6 +17,7 @@ from typing import Any, Callable, ClassVar, Mapping
 from torch import Tensor
 
 from harness.core.batch import StepBatch
+from harness.core.ranges import Checked
 from harness.core.typed import build_dataclass
 
 # Privileged contexts the engine knows how to build (harness/engine/teacher.py); a method names one or None.
@@ -78,8 +79,9 @@ def register(name: str) -> Callable[[type[Method]], type[Method]]:
             )
         if cls.teacher is not None and cls.teacher not in TEACHER_CONTEXTS:
             raise ValueError(f"method {name!r}: teacher={cls.teacher!r} is not one of {TEACHER_CONTEXTS} or None")
-        if not dataclasses.is_dataclass(cls.Config):
-            raise TypeError(f"method {name!r}: Config must be a dataclass, got {cls.Config!r}")
+        if not (dataclasses.is_dataclass(cls.Config) and issubclass(cls.Config, Checked)):
+            raise TypeError(f"method {name!r}: Config must be a dataclass deriving from harness.core.ranges.Checked "
+                            f"(its ranges are checked when it is built), got {cls.Config!r}")
         cls.name = name
         _REGISTRY[name] = cls
         return cls

@@ -118,8 +118,8 @@ def test_readme_example_registers_from_a_temporary_module(tmp_path, monkeypatch,
         assert registry.get("clippedgrpo") is type(method)  # registered under its class name
         adv, diag = method.advantages(batch)
     finally:
-        sys.modules.pop("readme_method_tmp", None)
-        registry._REGISTRY.pop("clippedgrpo", None)
+        sys.modules.pop("readme_method_tmp")
+        registry.METHODS.unregister("clippedgrpo")
     expected = grpo_adv.clamp(-0.5, 0.5) * (1.0 + batch.action_valid.float())[:, None]
     assert torch.allclose(adv, expected, atol=1e-6)
     assert 0.0 < diag["clip_frac"] < 1.0

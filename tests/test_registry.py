@@ -51,7 +51,7 @@ def test_duplicate_name_is_an_error():
         with pytest.raises(ValueError, match="registered twice"):
             register("grpo")(Second)  # a built-in name cannot be taken either
     finally:
-        registry._REGISTRY.pop("dup_test_method", None)
+        registry.METHODS.unregister("dup_test_method")
 
 
 def test_bad_teacher_and_config_are_rejected():
@@ -85,5 +85,5 @@ def test_dotted_subclass_of_a_builtin_gets_its_own_name(tmp_path, monkeypatch):
         cls = registry.get("sub_method_tmp:MyGrpo")
         assert cls.name == "mygrpo" and registry.get("grpo").name == "grpo"
     finally:
-        sys.modules.pop("sub_method_tmp", None)
-        registry._REGISTRY.pop("mygrpo", None)
+        sys.modules.pop("sub_method_tmp")
+        registry.METHODS.unregister("mygrpo")

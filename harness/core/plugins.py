@@ -32,6 +32,7 @@ class Registry(Generic[T]):
         self._check = check
         self._hint = hint
         self._entries: dict[str, T | str] = {}
+        self._discovered_all = False
 
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator: ``@registry.register("name")``. A second, different plug-in under one name is an error
@@ -70,10 +71,15 @@ class Registry(Generic[T]):
         return entry
 
     def available(self) -> list[str]:
-        """Every registered name, sorted (after discovering the plug-ins that register themselves)."""
-        if self._discover is not None:
+        """Every registered name, sorted (after discovering, once, the plug-ins that register themselves)."""
+        if self._discover is not None and not self._discovered_all:
             self._discover(None)
+            self._discovered_all = True
         return sorted(self._entries)
+
+    def unregister(self, name: str) -> None:
+        """Forget ``name`` (a plug-in registered for a while, e.g. by a test)."""
+        self._entries.pop(name, None)
 
     def __contains__(self, name: str) -> bool:
         if name not in self._entries and self._discover is not None:

@@ -4,8 +4,9 @@ A method is a class with a ``name``, a ``Config`` dataclass holding its paper de
 ``requires``, the privileged ``teacher`` context it needs scored (None = no teacher pass), and a vectorised
 ``advantages`` formula. The engine only ever talks to this interface: adding a method never touches it.
 
-Methods are discovered by importing every module of the ``methods`` package; a user's own class is loaded
-from a dotted path ``"package.module:ClassName"`` given as the method name in the config.
+Methods live in ``METHODS`` (a :class:`harness.core.plugins.Registry`), filled by importing every module of the
+``methods`` package; a user's own class is loaded from a dotted path ``"package.module:ClassName"`` given as the
+method name in the config.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any, Callable, ClassVar, Mapping
 from torch import Tensor
 
 from harness.core.batch import StepBatch
+from harness.core.plugins import Registry, UnknownPluginError
 from harness.core.ranges import Checked
 from harness.core.typed import build_dataclass
 
@@ -56,68 +58,46 @@ class Method:
         batch.require(self.requires, who=f"method {self.name!r}")
 
 
-_REGISTRY: dict[str, type[Method]] = {}
-_DISCOVERED = False
+class UnknownMethodError(UnknownPluginError):
+    """An unknown method name or a dotted path that names no Method class."""
 
 
-class UnknownMethodError(KeyError):
-    def __str__(self) -> str:
-        return self.args[0]
+def _check_method(name: str, cls: type[Method]) -> None:
+    if cls.teacher is not None and cls.teacher not in TEACHER_CONTEXTS:
+        raise ValueError(f"method {name!r}: teacher={cls.teacher!r} is not one of {TEACHER_CONTEXTS} or None")
+    if not (dataclasses.is_dataclass(cls.Config) and issubclass(cls.Config, Checked)):
+        raise TypeError(f"method {name!r}: Config must be a dataclass deriving from harness.core.ranges.Checked "
+                        f"(its ranges are checked when it is built), got {cls.Config!r}")
+    cls.name = name
 
 
-def register(name: str) -> Callable[[type[Method]], type[Method]]:
-    """Class decorator: ``@register("sharpo")``. A second class under the same name is an error."""
-
-    def wrap(cls: type[Method]) -> type[Method]:
-        existing = _REGISTRY.get(name)
-        # the same class re-imported (e.g. a module reloaded) may register again; another class may not
-        same = existing is not None and (existing.__module__, existing.__qualname__) == (cls.__module__, cls.__qualname__)
-        if existing is not None and not same:
-            raise ValueError(
-                f"method name {name!r} is registered twice: {existing.__module__}.{existing.__qualname__} "
-                f"and {cls.__module__}.{cls.__qualname__}; rename one of them"
-            )
-        if cls.teacher is not None and cls.teacher not in TEACHER_CONTEXTS:
-            raise ValueError(f"method {name!r}: teacher={cls.teacher!r} is not one of {TEACHER_CONTEXTS} or None")
-        if not (dataclasses.is_dataclass(cls.Config) and issubclass(cls.Config, Checked)):
-            raise TypeError(f"method {name!r}: Config must be a dataclass deriving from harness.core.ranges.Checked "
-                            f"(its ranges are checked when it is built), got {cls.Config!r}")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return wrap
-
-
-def discover() -> None:
-    """Import every module in the ``methods`` package so their ``@register`` decorators run."""
-    global _DISCOVERED
-    if _DISCOVERED:
-        return
+def _import_methods(name: str | None) -> None:
+    """Import every module of the ``methods`` package (once): their ``@register`` decorators run."""
     import methods
 
     for info in pkgutil.iter_modules(methods.__path__):
         if not info.name.startswith("_"):
             importlib.import_module(f"methods.{info.name}")
-    _DISCOVERED = True
+
+
+METHODS: Registry[type[Method]] = Registry(
+    "method", discover=_import_methods, check=_check_method,
+    hint="A method of your own can be named by its dotted path, e.g. 'mypkg.mymethod:MyMethod'")
+register = METHODS.register  # the decorator a method module uses: @register("sharpo")
 
 
 def available() -> list[str]:
-    discover()
-    return sorted(_REGISTRY)
+    return METHODS.available()
 
 
 def get(name: str) -> type[Method]:
     """Look a method class up by registry name or by dotted path ``"pkg.module:Class"``."""
     if ":" in name:
         return _load_dotted(name)
-    discover()
-    if name not in _REGISTRY:
-        raise UnknownMethodError(
-            f"unknown method {name!r}; registered methods: {', '.join(available())}. "
-            "A method of your own can be named by its dotted path, e.g. 'mypkg.mymethod:MyMethod'."
-        )
-    return _REGISTRY[name]
+    try:
+        return METHODS.get(name)
+    except UnknownPluginError as err:
+        raise UnknownMethodError(str(err)) from None
 
 
 def _load_dotted(path: str) -> type[Method]:

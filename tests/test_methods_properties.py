@@ -118,7 +118,7 @@ def test_readme_example_registers_from_a_temporary_module(tmp_path, monkeypatch,
         assert registry.get("clippedgrpo") is type(method)  # registered under its class name
         adv, diag = method.advantages(batch)
     finally:
-        sys.modules.pop("readme_method_tmp")
+        sys.modules.pop("readme_method_tmp", None)
         registry.METHODS.unregister("clippedgrpo")
     expected = grpo_adv.clamp(-0.5, 0.5) * (1.0 + batch.action_valid.float())[:, None]
     assert torch.allclose(adv, expected, atol=1e-6)

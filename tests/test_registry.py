@@ -85,5 +85,5 @@ def test_dotted_subclass_of_a_builtin_gets_its_own_name(tmp_path, monkeypatch):
         cls = registry.get("sub_method_tmp:MyGrpo")
         assert cls.name == "mygrpo" and registry.get("grpo").name == "grpo"
     finally:
-        sys.modules.pop("sub_method_tmp")
+        sys.modules.pop("sub_method_tmp", None)
         registry.METHODS.unregister("mygrpo")

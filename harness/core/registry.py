@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, ClassVar, Mapping
 
 from torch import Tensor
 

@@ -22,7 +22,7 @@ def check_config(cfg) -> None:
             f"rollout.group_size: {cfg.rollout.group_size} is out of range for method {cfg.method.name!r}, whose "
             f"advantages compare rollouts within a group; accepted: >= {needed}")
     if cfg.backend.name not in BACKENDS:
-        raise ConfigError(f"backend.name: {cfg.backend.name!r} is not accepted; choose one of {list(BACKENDS)}")
+        raise ConfigError(f"backend.name: {cfg.backend.name!r} is not accepted; choose one of {BACKENDS.available()}")
     build_dataclass(method_cls.Config, cfg.method.options, where=f"method ({cfg.method.name})")
 
 

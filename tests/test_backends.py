@@ -8,6 +8,7 @@ import torch
 from tiny_corpus import build_and_load, one_torch_thread, prompt, response  # noqa: F401
 
 from harness.config import BackendConfig
+from harness.core.plugins import UnknownPluginError
 from harness.policy.backends import Generation, GenerationBackend, make_backend
 from harness.policy.backends.hf import HFBackend, sample_tokens
 from harness.policy.logprobs import pad_left, pad_right, response_logprobs
@@ -42,7 +43,7 @@ def test_make_backend_builds_hf_and_rejects_unknown_names(policy):
     backend.sync_weights(model)  # shares the module: nothing to push
     with pytest.raises(ValueError, match="same module"):
         backend.sync_weights(torch.nn.Linear(1, 1))
-    with pytest.raises(ValueError, match="choose one of"):
+    with pytest.raises(UnknownPluginError, match="unknown backend 'sglang'; known: hf, vllm"):
         make_backend(BackendConfig(name="sglang"), model, tokenizer, "cpu")
 
 
@@ -157,13 +158,14 @@ class EchoBackend:
         return cls()
 
 
-def test_a_new_backend_is_its_module_plus_one_registration_line(monkeypatch):
+def test_a_new_backend_is_its_module_plus_one_registration_line(request):
     from harness.config import BackendConfig, config_from_dict
     from harness.core.typed import ConfigError
     from harness.policy import backends
 
-    monkeypatch.setitem(backends.BACKENDS, "echo", f"{__name__}:EchoBackend")
+    backends.BACKENDS.add("echo", f"{__name__}:EchoBackend")
+    request.addfinalizer(lambda: backends.BACKENDS.unregister("echo"))
     assert isinstance(backends.make_backend(BackendConfig(name="echo"), None, None, "cpu"), EchoBackend)
     assert config_from_dict({"backend": {"name": "echo"}}).backend.name == "echo"
-    with pytest.raises(ConfigError, match=r"backend.name: 'ecko' is not accepted; choose one of \['hf', 'vllm', 'echo'\]"):
+    with pytest.raises(ConfigError, match=r"backend.name: 'ecko' is not accepted; choose one of \['echo', 'hf', 'vllm'\]"):
         config_from_dict({"backend": {"name": "ecko"}})

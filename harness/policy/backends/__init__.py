@@ -13,16 +13,17 @@ so the trainer's gap mean|logp_train - logp_rollout| measures weight staleness a
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from harness.core.plugins import Registry
+
 # backend.name -> "module:Class" with a ``from_config`` classmethod. A new backend is its module plus one line here;
 # the module is imported only when a run asks for it, so vLLM stays an optional dependency.
-BACKENDS = {
-    "hf": "harness.policy.backends.hf:HFBackend",
-    "vllm": "harness.policy.backends.vllm:VLLMBackend",
-}
+BACKENDS: Registry[type] = Registry("backend", hint="A backend is a module with a class that has from_config, "
+                                                  "added here as BACKENDS.add(name, 'module:Class')")
+BACKENDS.add("hf", "harness.policy.backends.hf:HFBackend")
+BACKENDS.add("vllm", "harness.policy.backends.vllm:VLLMBackend")
 
 
 @dataclass
@@ -57,10 +58,7 @@ class GenerationBackend(Protocol):
 def make_backend(cfg, model, tokenizer, device, precision=None) -> GenerationBackend:
     """Build the backend named by ``cfg.name`` (a :class:`harness.config.BackendConfig`), generating in the compute
     dtype of ``precision`` (a :class:`harness.policy.precision.Precision`; None = the module's own dtype)."""
-    if cfg.name not in BACKENDS:
-        raise ValueError(f"backend {cfg.name!r} is not accepted; choose one of {list(BACKENDS)}")
-    module, _, name = BACKENDS[cfg.name].partition(":")
-    return getattr(importlib.import_module(module), name).from_config(cfg, model, tokenizer, device, precision)
+    return BACKENDS.get(cfg.name).from_config(cfg, model, tokenizer, device, precision)
 
 
 def engine_config(cfg):

@@ -4,11 +4,14 @@
     snakemake --cores 2 --config profile=tiny                   # ALFWorld + WebShop on the CPU
     snakemake --cores 2 --config profile=smoke                  # CI: 2 methods × 1 benchmark × 1 seed
     snakemake --cores all --resources gpu=8 --config profile=paper # the 7B protocol on one 8-GPU machine
+    snakemake --cores all --resources gpu=8 --config profile=paper_lora  # its LoRA variant, one GPU a run
     snakemake --profile profiles/slurm --config profile=paper      # the same 36 jobs on a SLURM cluster
     snakemake runs --cores 2                                    # train only, no tables
 
 Config keys (``--config key=value``):
-    profile      cpu | tiny | smoke | smol | paper, or a path to a YAML profile (default cpu); it is read from
+    profile      cpu | tiny | smoke | smol | paper | paper_lora, or a path to a YAML profile (default cpu): the
+                 harness's run profile (what to train). Snakemake's own ``--profile profiles/<name>`` is another
+                 thing: how to launch jobs (locally, or through SLURM). The harness profile is read from
                  config/<profile>.yaml, whose ``grid:`` section (harness.config.GridConfig) lists the seeds,
                  benchmarks and methods, and what one train job asks the scheduler for.
     config_dir   where profiles live (default config)

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from paper_figures import control, plots, render, stats, tables
+from paper_figures import bootstrap, control, plots, render, tables
 from paper_figures.load import Results, load_runs
 
 
@@ -69,9 +69,10 @@ def write_tables(results: Results, ctx: tables.Context, tables_dir: Path) -> tup
     for bench in benchmarks:
         table = tables.rliable_table(results, ctx, bench, "success")
         _write(out, table, tables_dir, f"rliable_{bench}",
-               f"{render.benchmark_name(bench)}: IQM and mean success % with stratified-bootstrap 95% CIs over "
-               f"seeds × eval tasks ({ctx.reps} resamples), and the probability of improving on "
-               f"{render.method_name(ctx.baseline)} (rliable)")
+               f"{render.benchmark_name(bench)}: IQM and mean success %, and the probability of improving on "
+               f"{render.method_name(ctx.baseline)}, with 95% intervals from a hierarchical bootstrap "
+               f"({ctx.reps} resamples): training seeds resampled, then eval episodes within each seed; "
+               f"rliable's tasks are the task types; intervals widened for the seed count (docs/results.md)")
         if table is not None:
             rliable_frames[bench] = table[0]
     if not results.empty():
@@ -92,8 +93,9 @@ def write_figures(results: Results, ctx: tables.Context, rliable_frames: dict, f
         out += plots.diagnostics(results, methods, bench, figures_dir)
         if bench in rliable_frames:
             out += plots.rliable_intervals(rliable_frames[bench], methods, bench, ctx.baseline, figures_dir)
-    profiles = {b: stats.performance_profiles(tables.score_matrices(results, b, "score"), np.linspace(0, 1, 50, endpoint=False),
-                                              reps=ctx.reps, seed=ctx.seed) for b in benchmarks}
+    taus = np.linspace(0, 1, 50, endpoint=False)
+    profiles = {b: bootstrap.performance_profiles(results.final_episodes[results.final_episodes["benchmark"] == b],
+                                                  "score", taus, reps=ctx.reps, seed=ctx.seed) for b in benchmarks}
     out += plots.performance_profiles(profiles, methods, benchmarks, "score", figures_dir)
     return out
 

@@ -157,13 +157,14 @@ def rliable_intervals(tidy: pd.DataFrame, methods: list[str], benchmark: str, ba
         ax.set(title=title, yticks=y, yticklabels=[render.method_name(m) for m in tidy.index])
         if column == "prob_improvement":
             ax.axvline(0.5, color="grey", ls="--", lw=1)
-    fig.suptitle(f"{render.benchmark_name(benchmark)}: stratified-bootstrap 95% CIs (rliable)")
+    fig.suptitle(f"{render.benchmark_name(benchmark)}: 95% intervals, bootstrap over seeds then episodes")
     fig.tight_layout()
     return save(fig, out_dir, f"rliable_{benchmark}")
 
 
 def performance_profiles(profiles: dict, methods: list[str], benchmarks: list[str], metric: str, out_dir: Path):
-    """Fraction of (seed, task) final scores above τ, with bootstrap 95% bands (rliable score distributions)."""
+    """Fraction of final-eval episodes scoring above τ (mean over seeds), with 95% bands from a bootstrap over
+    seeds (rliable's score distributions, with seeds as the unit that is resampled)."""
     colors = palette(methods)
     fig, axes = plt.subplots(1, len(benchmarks), figsize=(4.8 * len(benchmarks), 3.6), squeeze=False)
     for ax, bench in zip(axes[0], benchmarks):
@@ -171,6 +172,6 @@ def performance_profiles(profiles: dict, methods: list[str], benchmarks: list[st
             taus, fraction, interval = profiles[bench][method]
             ax.plot(taus, fraction, color=colors[method], label=render.method_name(method), lw=1.6)
             ax.fill_between(taus, interval[0], interval[1], color=colors[method], alpha=0.2, lw=0)
-        ax.set(title=render.benchmark_name(bench), xlabel=f"{metric} threshold τ", ylabel=f"fraction of runs × tasks > τ")
+        ax.set(title=render.benchmark_name(bench), xlabel=f"{metric} threshold τ", ylabel="fraction of episodes > τ")
     _legend(fig, axes, methods)
     return save(fig, out_dir, "performance_profiles")

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from paper_figures import render, stats
+from paper_figures import bootstrap, render, stats
 from paper_figures.load import Results
 
 REFERENCE_CSV = Path(__file__).parent / "reference" / "sharpo_2610.00838.csv"
@@ -151,34 +151,38 @@ def sweep_table(results: Results, ctx: Context, key: str = "lam"):
     return pd.DataFrame(tidy), pd.DataFrame(display)
 
 
-def score_matrices(results: Results, benchmark: str, metric: str = "success") -> dict[str, np.ndarray]:
-    """{method: (n_seeds, n_tasks)} final-eval scores, tasks aligned across methods (their intersection)."""
+def seed_scores(results: Results, benchmark: str, metric: str = "success") -> dict[str, bootstrap.SeedScores]:
+    """{method: final-eval episodes by seed and task type}; task types missing from some run are left out."""
     episodes = results.final_episodes[results.final_episodes["benchmark"] == benchmark]
-    if episodes.empty:
-        return {}
-    per_task = episodes.groupby(["method", "seed", "task_id"])[metric].mean().unstack("task_id")
-    complete = per_task.dropna(axis=1)
-    if complete.shape[1] < per_task.shape[1]:
-        warnings.warn(f"{benchmark}: {per_task.shape[1] - complete.shape[1]} eval task(s) are missing from some "
-                      "runs and are left out of the rliable statistics", stacklevel=2)
-    return {m: complete.loc[m].to_numpy(dtype=float) for m in complete.index.get_level_values("method").unique()}
+    scores = bootstrap.seed_scores(episodes, metric)
+    all_types = set(episodes["task_type"].astype(str))
+    kept = next(iter(scores.values())).types if scores else ()
+    if len(kept) < len(all_types):
+        warnings.warn(f"{benchmark}: task type(s) {sorted(all_types - set(kept))} are missing from some runs and are "
+                      "left out of the bootstrap statistics", stacklevel=2)
+    return scores
+
+
+RLIABLE_RESAMPLED = ("hierarchical bootstrap: seeds resampled, then episodes within each seed and task type; "
+                     "rliable tasks = task types; percentile interval widened for the seed count")
 
 
 def rliable_table(results: Results, ctx: Context, benchmark: str, metric: str = "success"):
-    """IQM and mean with stratified-bootstrap 95% CIs over seeds × eval tasks, and P(method > baseline)."""
-    scores = score_matrices(results, benchmark, metric)
+    """IQM and mean with 95% intervals from a bootstrap over seeds (then episodes), and P(method > baseline)."""
+    scores = seed_scores(results, benchmark, metric)
     if not scores:
         return None
-    estimates = stats.interval_estimates(scores, reps=ctx.reps, seed=ctx.seed)
-    improvement = stats.improvement_over(scores, ctx.baseline, reps=ctx.reps, seed=ctx.seed)
+    estimates = bootstrap.interval_estimates(scores, reps=ctx.reps, seed=ctx.seed)
+    improvement = bootstrap.improvement_over(scores, ctx.baseline, reps=ctx.reps, seed=ctx.seed)
     tidy, display = [], []
     base_name = render.method_name(ctx.baseline)
     for method in methods_of(results, ctx, [benchmark]):
-        line = {"Method": render.method_name(method), "Seeds × tasks": render.MISSING}
-        row = {"benchmark": benchmark, "metric": metric, "method": method}
+        line = {"Method": render.method_name(method), "Seeds × task types": render.MISSING}
+        row = {"benchmark": benchmark, "metric": metric, "method": method, "resampled": RLIABLE_RESAMPLED}
         if method in scores:
-            line["Seeds × tasks"] = "{} × {}".format(*scores[method].shape)
-        for name in stats.AGGREGATE_NAMES:
+            line["Seeds × task types"] = f"{scores[method].n_seeds} × {len(scores[method].types)}"
+            row.update({"n_seeds": scores[method].n_seeds, "n_task_types": len(scores[method].types)})
+        for name in bootstrap.AGGREGATES:
             point, low, high = estimates.get(method, {}).get(name, (np.nan,) * 3)
             line[name] = render.fmt_interval(point, low, high)
             row.update({name.lower(): point, f"{name.lower()}_low": low, f"{name.lower()}_high": high})

@@ -18,17 +18,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="random state of the bootstrap (default: 0)")
     parser.add_argument("--baseline", default="grpo", help="method the probability of improvement compares to")
     parser.add_argument("--no-figures", action="store_true", help="write the tables only")
+    parser.add_argument("--against", default=None, metavar="DIR",
+                        help="instead of writing tables: compare the finished runs under --runs with a published grid "
+                             "(e.g. docs/results/cpu) and print a verdict per method; exit 1 when one differs")
     args = parser.parse_args(argv)
     from harness.config import ConfigError
     from paper_figures.load import RunDataError
 
     try:
+        if args.against:
+            return _against(args.runs, args.against)
         build(args.runs, args.out, args.profile, args.config_dir, args.reps, args.seed, args.baseline,
               figures=not args.no_figures)
     except (FileNotFoundError, RunDataError, ConfigError) as err:
         print(f"paper_figures: error: {err}", file=sys.stderr)
         return 2
     return 0
+
+
+def _against(runs_dir: str, published: str) -> int:
+    from paper_figures.against import against, failed
+    from paper_figures.load import load_runs
+
+    table, text = against(load_runs(runs_dir).runs, published)
+    print(text)
+    return 1 if failed(table) else 0
 
 
 if __name__ == "__main__":

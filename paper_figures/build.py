@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from paper_figures import bootstrap, control, plots, render, tables
+from paper_figures import bootstrap, control, credit, plots, premise, render, tables
 from paper_figures.load import Results, load_runs
 
 
@@ -75,8 +75,17 @@ def write_tables(results: Results, ctx: tables.Context, tables_dir: Path) -> tup
                f"rliable's tasks are the task types; intervals widened for the seed count (docs/results.md)")
         if table is not None:
             rliable_frames[bench] = table[0]
+    for bench in benchmarks:
+        _write(out, premise.premise_table(results, ctx, bench), tables_dir, f"premise_{bench}",
+               f"{render.benchmark_name(bench)}: the premise of each method, per-step metrics averaged over the run, "
+               "then over runs; a run is 'teacher uninformative' when its mean gap on wins is not above its mean "
+               "gap on losses (docs/results.md)")
+        _write(out, credit.credit_table(results, ctx, bench), tables_dir, f"credit_{bench}",
+               f"{render.benchmark_name(bench)}: {credit.CAPTION}")
     if not results.empty():
         _write(out, tables.cost_table(results, ctx), tables_dir, "cost", "Cost: wall time per run and per training step")
+        _write(out, tables.runs_table(results, ctx), tables_dir, "runs",
+               "Final success and score of every finished run (compared by `python -m paper_figures --against`)")
     missing = missing_runs(results, ctx.expected)
     missing.to_csv(tables_dir / "missing_runs.csv", index=False)
     return [*out, tables_dir / "missing_runs.csv"], rliable_frames
@@ -91,6 +100,9 @@ def write_figures(results: Results, ctx: tables.Context, rliable_frames: dict, f
     out = plots.learning_curves(results, methods, benchmarks, figures_dir)
     for bench in benchmarks:
         out += plots.diagnostics(results, methods, bench, figures_dir)
+        credit_columns = credit.present(results.metrics[results.metrics["benchmark"] == bench])
+        if credit_columns:
+            out += plots.credit(results, methods, bench, credit_columns, figures_dir)
         if bench in rliable_frames:
             out += plots.rliable_intervals(rliable_frames[bench], methods, bench, ctx.baseline, figures_dir)
     taus = np.linspace(0, 1, 50, endpoint=False)
@@ -114,7 +126,9 @@ def build(runs_dir: str | Path = "results/runs", out_dir: str | Path = "results"
     results, stale_paths = drop_stale(results, profile, config_dir, out_dir / "tables")
     expected, order = expected_runs(profile, config_dir)
     ctx = tables.Context(expected=expected, reference=tables.load_reference(), order=order, baseline=baseline,
-                         reps=reps, seed=seed)
+                         reps=reps, seed=seed, notes=premise.notes(results.metrics))
+    for (bench, method), text in ctx.notes.items():
+        print(f"paper_figures: warning: {render.benchmark_name(bench)} {render.method_name(method)}: {text}")
     table_paths, rliable_frames = write_tables(results, ctx, out_dir / "tables")
     table_paths += stale_paths
     figure_paths = write_figures(results, ctx, rliable_frames, out_dir / "figures") if figures else []

@@ -4,13 +4,13 @@ show "—" (no seed at all) or the count of seeds used, e.g. "(2/3)".
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from paper_figures import bootstrap, render, stats
+from paper_figures import bootstrap, premise, render, stats
 from paper_figures.load import Results
 
 REFERENCE_CSV = Path(__file__).parent / "reference" / "sharpo_2610.00838.csv"
@@ -26,6 +26,7 @@ class Context:
     baseline: str = "grpo"
     reps: int = 2000
     seed: int = 0
+    notes: dict = field(default_factory=dict)  # (benchmark, method) → premise flags (paper_figures.premise.notes)
 
     def n_expected(self, benchmark: str, method: str) -> int | None:
         rows = self.expected[(self.expected["benchmark"] == benchmark) & (self.expected["method"] == method)]
@@ -77,7 +78,7 @@ def main_table(results: Results, ctx: Context) -> tuple[pd.DataFrame, pd.DataFra
             line[f"{name} (ours)"] = cell
             line[f"{name} (paper)"] = render.fmt_pm(paper_mean, paper_pm, digits=2, scale=1.0)
         display.append(line)
-    return pd.DataFrame(tidy), pd.DataFrame(display)
+    return pd.DataFrame(tidy), premise.add_notes(pd.DataFrame(display), methods, benchmarks, ctx.notes)
 
 
 def breakdown_table(results: Results, ctx: Context, benchmark: str, column: str, value: str = "success"):
@@ -176,7 +177,8 @@ def rliable_table(results: Results, ctx: Context, benchmark: str, metric: str = 
     improvement = bootstrap.improvement_over(scores, ctx.baseline, reps=ctx.reps, seed=ctx.seed)
     tidy, display = [], []
     base_name = render.method_name(ctx.baseline)
-    for method in methods_of(results, ctx, [benchmark]):
+    methods = methods_of(results, ctx, [benchmark])
+    for method in methods:
         line = {"Method": render.method_name(method), "Seeds × task types": render.MISSING}
         row = {"benchmark": benchmark, "metric": metric, "method": method, "resampled": RLIABLE_RESAMPLED}
         if method in scores:
@@ -191,7 +193,17 @@ def rliable_table(results: Results, ctx: Context, benchmark: str, metric: str = 
         row.update({"prob_improvement": point, "prob_improvement_low": low, "prob_improvement_high": high})
         tidy.append(row)
         display.append(line)
-    return pd.DataFrame(tidy), pd.DataFrame(display)
+    return pd.DataFrame(tidy), premise.add_notes(pd.DataFrame(display), methods, [benchmark], ctx.notes)
+
+
+def runs_table(results: Results, ctx: Context):
+    """One row per finished run: its final success and score, the numbers ``--against`` compares."""
+    columns = ["benchmark", "method", "seed", "steps", "success", "score"]
+    tidy = results.runs[columns].sort_values(["benchmark", "method", "seed"]).reset_index(drop=True)
+    display = tidy.assign(Method=[render.method_name(m) for m in tidy["method"]],
+                          **{"success %": tidy["success"] * 100, "score %": tidy["score"] * 100})
+    display = display[["benchmark", "Method", "seed", "steps", "success %", "score %"]].round(2)
+    return tidy, display
 
 
 def cost_table(results: Results, ctx: Context):

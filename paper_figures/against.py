@@ -152,14 +152,29 @@ def against(runs: pd.DataFrame, folder: str | Path) -> tuple[pd.DataFrame, str]:
     """Compare finished runs (``load_runs(...).runs``) with a published folder; (table, printed report)."""
     published, info = read_published(folder)
     table = compare(runs, published, run_settings(runs, info))
-    commits = sorted({_commit(Path(d)) for d in runs.get("run_dir", [])} - {None})
-    return table, report(table, info, commits)
+    protocols = [_protocol(Path(d)) for d in runs.get("run_dir", [])]
+    commits = sorted({p["git_commit"][:7] for p in protocols if isinstance(p.get("git_commit"), str)})
+    text = report(table, info, commits)
+    versions = version_differences(protocols, info.get("versions") or {})
+    if versions:
+        text += ("\nyour environment differs from the published one (" + "; ".join(versions) + "): expect a "
+                 "statistical match at best, not identical numbers")
+    return table, text
 
 
-def _commit(run_dir: Path) -> str | None:
+def version_differences(protocols: list[dict], published: dict) -> list[str]:
+    """Package versions (from the runs' protocol.json) that differ from the published environment's."""
+    seen: dict[str, set] = {}
+    for protocol in protocols:
+        for package, version in (protocol.get("versions") or {}).items():
+            seen.setdefault(package, set()).add(version)
+    return [f"{package} {', '.join(map(str, sorted(seen[package], key=str)))} (published {version})"
+            for package, version in sorted(published.items()) if package in seen and seen[package] != {version}]
+
+
+def _protocol(run_dir: Path) -> dict:
     path = run_dir / "protocol.json"
-    commit = json.loads(path.read_text()).get("git_commit") if path.exists() else None
-    return commit[:7] if isinstance(commit, str) else None
+    return json.loads(path.read_text()) if path.exists() else {}
 
 
 def failed(table: pd.DataFrame) -> bool:

@@ -85,3 +85,11 @@ def test_command_prints_a_verdict_per_method(tmp_path: Path, capsys):
     assert "GRPO" in out and "SHARPO" in out and "published" in out
     assert out.count(against.DIFFERS) + out.count(against.AGREES) + out.count(against.TOO_FEW) >= 2
     assert code == (1 if against.DIFFERS in out else 0)
+
+
+def test_package_versions_that_differ_are_named():
+    protocols = [{"versions": {"torch": "2.13.0+cpu", "transformers": "5.25.0"}},
+                 {"versions": {"torch": "2.13.0+cpu", "transformers": "5.26.1"}}]
+    published = {"torch": "2.13.0+cpu", "transformers": "5.25.0", "vllm": None}
+    assert against.version_differences(protocols, published) == ["transformers 5.25.0, 5.26.1 (published 5.25.0)"]
+    assert against.version_differences(protocols[:1], published) == []

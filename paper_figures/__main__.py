@@ -9,12 +9,14 @@ from paper_figures.build import build
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m paper_figures", description=__doc__)
-    parser.add_argument("--runs", default="results/cpu/runs", help="root of the run folders (default: results/cpu/runs)")
+    parser.add_argument("--runs", default="results/cpu/runs",
+                        help="root of the run folders (default: results/cpu/runs)")
     parser.add_argument("--out", default="results/cpu", help="writes OUT/tables and OUT/figures (default: results/cpu)")
     parser.add_argument("--profile", default=None,
-                        help="profile whose grid marks unfinished runs as missing (cpu, tiny, smoke, paper or a YAML path)")
+                        help="profile whose grid marks unfinished runs as missing (cpu, tiny, smoke, paper or a "
+                             "YAML path)")
     parser.add_argument("--config-dir", default="config", help="where profiles live (default: config)")
-    parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples for rliable (default: 2000)")
+    parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples of the intervals (default: 2000)")
     parser.add_argument("--seed", type=int, default=0, help="random state of the bootstrap (default: 0)")
     parser.add_argument("--baseline", default="grpo", help="method the probability of improvement compares to")
     parser.add_argument("--no-figures", action="store_true", help="write the tables only")

@@ -76,14 +76,16 @@ def write_tables(results: Results, ctx: tables.Context, tables_dir: Path) -> tup
         if table is not None:
             rliable_frames[bench] = table[0]
     for bench in benchmarks:
-        _write(out, premise.premise_table(results, ctx, bench), tables_dir, f"premise_{bench}",
+        methods = tables.methods_of(results, ctx, [bench])
+        _write(out, premise.premise_table(results, methods, bench), tables_dir, f"premise_{bench}",
                f"{render.benchmark_name(bench)}: the premise of each method, per-step metrics averaged over the run, "
                "then over runs; a run is 'teacher uninformative' when its mean gap on wins is not above its mean "
                "gap on losses (docs/results.md)")
-        _write(out, credit.credit_table(results, ctx, bench), tables_dir, f"credit_{bench}",
+        _write(out, credit.credit_table(results, methods, bench, ctx.reps, ctx.seed), tables_dir, f"credit_{bench}",
                f"{render.benchmark_name(bench)}: {credit.CAPTION}")
     if not results.empty():
-        _write(out, tables.cost_table(results, ctx), tables_dir, "cost", "Cost: wall time per run and per training step")
+        _write(out, tables.cost_table(results, ctx), tables_dir, "cost",
+               "Cost: wall time per run and per training step")
         _write(out, tables.runs_table(results, ctx), tables_dir, "runs",
                "Final success and score of every finished run (compared by `python -m paper_figures --against`)")
     missing = missing_runs(results, ctx.expected)

@@ -21,7 +21,8 @@ def control_table(results: Results, ctx, control: str = FROZEN):
     if runs.empty or not (runs["method"] == control).any():
         return None
     tidy, display = [], []
-    benchmarks = [b for b in benchmarks_of(results, ctx) if ((runs["benchmark"] == b) & (runs["method"] == control)).any()]
+    has_control = runs["method"] == control
+    benchmarks = [b for b in benchmarks_of(results, ctx) if (has_control & (runs["benchmark"] == b)).any()]
     methods = [m for m in methods_of(results, ctx, benchmarks) if m != control]
     for method in methods:
         line = {"Method": render.method_name(method)}

@@ -28,22 +28,21 @@ def run_credit(metrics: pd.DataFrame) -> pd.DataFrame:
     return metrics.groupby(["benchmark", "method", "seed"], sort=False)[columns].mean().reset_index()
 
 
-def credit_table(results, ctx, benchmark: str):
-    """(tidy, display) per method, or None when no run of the benchmark logged a credit metric."""
-    from paper_figures.tables import methods_of
-
+def credit_table(results, methods: list[str], benchmark: str, reps: int = 2000, seed: int = 0):
+    """(tidy, display) per method (in the order of ``methods``), or None when no run of the benchmark logged a
+    credit metric."""
     metrics = results.metrics[results.metrics["benchmark"] == benchmark]
     columns = present(metrics)
     if not columns:
         return None
     runs = run_credit(metrics)
     tidy, display = [], []
-    for method in methods_of(results, ctx, [benchmark]):
+    for method in methods:
         of_method = runs[runs["method"] == method]
         line = {"Method": render.method_name(method)}
         row = {"benchmark": benchmark, "method": method, "n_seeds": int(of_method[columns].notna().any(axis=1).sum())}
         for column in columns:
-            point, low, high = bootstrap.seed_interval(of_method[column], ctx.reps, ctx.seed, f"{method}/{column}",
+            point, low, high = bootstrap.seed_interval(of_method[column], reps, seed, f"{method}/{column}",
                                                        (0.0, 1.0))
             name = column.removeprefix("credit/")
             row.update({name: point, f"{name}_low": low, f"{name}_high": high})

@@ -101,7 +101,8 @@ def learning_curves(results, methods: list[str], benchmarks: list[str], out_dir:
         evals = results.evals[results.evals["benchmark"] == bench]
         per_run = evals.groupby(["method", "seed", "step"])["success"].mean().reset_index()
         draw_bands(axes[row, 0], _ordered(seed_band(per_run, "step", "success"), methods), "step", colors, 100, (0, 1))
-        axes[row, 0].set(title=f"{render.benchmark_name(bench)}: eval success", xlabel="training step", ylabel="success %")
+        axes[row, 0].set(title=f"{render.benchmark_name(bench)}: eval success", xlabel="training step",
+                         ylabel="success %")
         if train_column:
             train = results.metrics[results.metrics["benchmark"] == bench][["method", "seed", "step", train_column]]
             window = max(1, int(train["step"].max()) // 20) if len(train) else 1

@@ -108,11 +108,9 @@ def _fmt(value: float, kind: str) -> str:
     return f"{value:.0%}" if kind == "frac" else f"{value:+.2f}"
 
 
-def premise_table(results, ctx, benchmark: str):
-    """Per method: the premise metrics (means over steps, then over runs) and their warning flags; None when no
-    run logged any of them."""
-    from paper_figures.tables import methods_of
-
+def premise_table(results, methods: list[str], benchmark: str):
+    """Per method (in the order of ``methods``): the premise metrics (means over steps, then over runs) and their
+    warning flags; None when no run logged any of them."""
     metrics = results.metrics[results.metrics["benchmark"] == benchmark]
     table = method_premises(run_premises(metrics))
     present = [name for name, *_ in PREMISE_METRICS if not table.empty and table[name].notna().any()]
@@ -120,7 +118,7 @@ def premise_table(results, ctx, benchmark: str):
         return None
     by_method = table.set_index("method")
     display = []
-    for method in [m for m in methods_of(results, ctx, [benchmark]) if m in by_method.index]:
+    for method in [m for m in methods if m in by_method.index]:
         row = by_method.loc[method]
         line = {"Method": render.method_name(method), "Runs": int(row["n_runs"])}
         line.update({title: _fmt(row[name], kind) for name, _, title, kind in PREMISE_METRICS if name in present})

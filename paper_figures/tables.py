@@ -145,7 +145,8 @@ def sweep_table(results: Results, ctx: Context, key: str = "lam"):
                     "Label": method}
             for bench in benchmarks_of(results, ctx):
                 runs = results.runs[(results.runs["benchmark"] == bench) & (results.runs["method"] == method)]
-                line[render.benchmark_name(bench)], (mean, half, n) = _cell(runs["success"], ctx.n_expected(bench, method))
+                expected = ctx.n_expected(bench, method)
+                line[render.benchmark_name(bench)], (mean, half, n) = _cell(runs["success"], expected)
                 tidy.append({"benchmark": bench, "method": method, key: value, "n_seeds": n,
                              "success_pct": mean * 100, "ci95_pct": half * 100})
             display.append(line)

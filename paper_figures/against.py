@@ -155,6 +155,10 @@ def against(runs: pd.DataFrame, folder: str | Path) -> tuple[pd.DataFrame, str]:
     protocols = [_protocol(Path(d)) for d in runs.get("run_dir", [])]
     commits = sorted({p["git_commit"][:7] for p in protocols if isinstance(p.get("git_commit"), str)})
     text = report(table, info, commits)
+    extra = sorted(set(zip(runs["benchmark"], runs["method"])) - set(zip(published["benchmark"], published["method"])))
+    if extra:
+        text += "\nnot in the published grid (not compared): " + ", ".join(
+            f"{render.method_name(m)} ({render.benchmark_name(b)})" for b, m in extra)
     versions = version_differences(protocols, info.get("versions") or {})
     if versions:
         text += ("\nyour environment differs from the published one (" + "; ".join(versions) + "): expect a "

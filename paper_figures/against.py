@@ -9,8 +9,9 @@ Which differences are expected:
   thread a job, so the per-seed numbers are identical, bit for bit.
 - Another machine (another CPU, BLAS or oneDNN kernels, torch build): float rounding differs in the last bits,
   the first sampled token that flips sends a run down another path, and the per-seed numbers differ. Only the
-  statistics must agree: a method agrees when the 95% interval of its mean's difference (Welch's t over the seeds of
-  both grids) contains 0.
+  statistics must agree: a method agrees when the interval of its mean's difference (Welch's t over the seeds of
+  both grids) contains 0. The intervals are Bonferroni-adjusted over the k methods compared (each at 1 − 0.05/k), so
+  a grid that reproduces has at most a 5% chance of showing any DIFFERS, not 5% per method.
 - Other settings (a changed profile): not comparable; the differing keys are named.
 """
 from __future__ import annotations
@@ -30,9 +31,9 @@ IDENTICAL, AGREES, DIFFERS, NOT_COMPARABLE, TOO_FEW = (
 EXPLAIN = {
     IDENTICAL: "every seed's final success equals the published one: a bitwise reproduction (same code, settings and "
                "kind of machine)",
-    AGREES: "the seeds differ but the means agree within the 95% interval of their difference: a statistical "
+    AGREES: "the seeds differ but the means agree within the interval of their difference: a statistical "
             "reproduction, as expected on another machine (float rounding sends runs down other paths)",
-    DIFFERS: "the means differ beyond the 95% interval of their difference: not explained by seed-to-seed spread",
+    DIFFERS: "the means differ beyond the interval of their difference: not explained by seed-to-seed spread",
     NOT_COMPARABLE: "the runs were made with other settings than the published ones",
     TOO_FEW: "fewer than 2 seeds on one side: no interval to judge by",
 }
@@ -96,7 +97,7 @@ def welch_interval(x: np.ndarray, y: np.ndarray, confidence: float = 0.95) -> tu
     return diff, diff - half, diff + half
 
 
-def _verdict(ours: pd.Series, theirs: pd.Series, differences: list[str]) -> tuple[str, tuple]:
+def _verdict(ours: pd.Series, theirs: pd.Series, differences: list[str], confidence: float) -> tuple[str, tuple]:
     x, y = ours.to_numpy(dtype=float), theirs.to_numpy(dtype=float)
     if differences:
         return NOT_COMPARABLE, (np.nan,) * 3
@@ -104,15 +105,24 @@ def _verdict(ours: pd.Series, theirs: pd.Series, differences: list[str]) -> tupl
         return IDENTICAL, (0.0, 0.0, 0.0)
     if x.size < 2 or y.size < 2:
         return TOO_FEW, (float(x.mean() - y.mean()) if x.size and y.size else np.nan, np.nan, np.nan)
-    diff = welch_interval(x, y)
+    diff = welch_interval(x, y, confidence)
     return (AGREES if diff[1] <= 0 <= diff[2] else DIFFERS), diff
 
 
-def compare(ours: pd.DataFrame, published: pd.DataFrame, settings: dict | None = None) -> pd.DataFrame:
+def family_confidence(k: int, overall: float = 0.95) -> float:
+    """Bonferroni: each of k intervals at 1 − (1 − overall)/k, so all k hold together with at least ``overall``."""
+    return 1 - (1 - overall) / max(k, 1)
+
+
+def compare(ours: pd.DataFrame, published: pd.DataFrame, settings: dict | None = None,
+            overall: float = 0.95) -> pd.DataFrame:
     """One row per (benchmark, method) of the published grid: both means (success %), the difference with its
-    interval, and the verdict. ``ours`` and ``published`` hold benchmark, method, seed, success (0–1)."""
+    interval (Bonferroni-adjusted over the methods: ``family_confidence``), and the verdict. ``ours`` and
+    ``published`` hold benchmark, method, seed, success (0–1)."""
     rows = []
-    for (bench, method), theirs in published.groupby(["benchmark", "method"], sort=False):
+    groups = published.groupby(["benchmark", "method"], sort=False)
+    confidence = family_confidence(groups.ngroups, overall)
+    for (bench, method), theirs in groups:
         mine = ours[(ours["benchmark"] == bench) & (ours["method"] == method)]
         differences = (settings or {}).get((bench, method), [])
         row = {"benchmark": bench, "method": method, "seeds_ours": len(mine), "seeds_published": len(theirs),
@@ -121,9 +131,10 @@ def compare(ours: pd.DataFrame, published: pd.DataFrame, settings: dict | None =
             row.update(verdict="missing", diff=np.nan, diff_low=np.nan, diff_high=np.nan, settings="")
         else:
             verdict, diff = _verdict(mine.set_index("seed")["success"].sort_index(),
-                                     theirs.set_index("seed")["success"].sort_index(), differences)
+                                     theirs.set_index("seed")["success"].sort_index(), differences, confidence)
             row.update(verdict=verdict, diff=diff[0] * 100, diff_low=diff[1] * 100, diff_high=diff[2] * 100,
                        settings="; ".join(differences))
+        row["confidence"] = confidence
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -132,7 +143,7 @@ def report(table: pd.DataFrame, info: dict, commits: list[str]) -> str:
     """The per-method verdict as text, with what each verdict means."""
     lines = [f"published: {info.get('commit', 'unknown commit')} ({info.get('profile', 'profile unknown')}); "
              f"yours: {', '.join(commits) or 'commit unknown'}",
-             "method             yours (seeds)   published (seeds)   difference [95% interval]   verdict"]
+             f"method             yours (seeds)   published (seeds)   difference [{_level(table)} interval]  verdict"]
     for row in table.itertuples(index=False):
         interval = (f"{row.diff:+.1f} [{row.diff_low:+.1f}, {row.diff_high:+.1f}]" if np.isfinite(row.diff_low)
                     else render.MISSING)
@@ -141,11 +152,17 @@ def report(table: pd.DataFrame, info: dict, commits: list[str]) -> str:
                      f"      {theirs:>6} ({row.seeds_published})        {interval:27} {row.verdict}")
         if row.settings:
             lines.append(f"    settings: {row.settings}")
+    lines.append(f"intervals: Welch's t over both grids' seeds, each at {_level(table)} so that all "
+                 f"{len(table)} hold together at 95% (Bonferroni)")
     lines.append("")
     lines += [f"{verdict}: {text}" for verdict, text in EXPLAIN.items() if verdict in set(table["verdict"])]
     if "missing" in set(table["verdict"]):
         lines.append("missing: no finished run of this method in your grid")
     return "\n".join(lines)
+
+
+def _level(table: pd.DataFrame) -> str:
+    return f"{table['confidence'].iloc[0]:.1%}" if len(table) else "95%"
 
 
 def against(runs: pd.DataFrame, folder: str | Path) -> tuple[pd.DataFrame, str]:

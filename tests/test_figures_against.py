@@ -53,6 +53,12 @@ def test_a_grid_shifted_beyond_the_intervals_differs(published: pd.DataFrame):
     assert against.failed(table.reset_index())
 
 
+def test_intervals_hold_together_over_the_methods(published: pd.DataFrame):
+    assert against.family_confidence(7) == pytest.approx(1 - 0.05 / 7)
+    table = against.compare(published.copy(), published)
+    assert table["confidence"].eq(against.family_confidence(7)).all()  # 7 published methods
+
+
 def test_welch_interval_on_known_numbers():
     diff, low, high = against.welch_interval(np.array([1.0, 2.0, 3.0]), np.array([1.0, 2.0, 3.0]))
     # se = √(2/3), dof = 4, t_{0.975,4} = 2.776445

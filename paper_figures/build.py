@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from paper_figures import control, plots, render, stats, tables
+from paper_figures import bootstrap, control, credit, plots, premise, render, tables
 from paper_figures.load import Results, load_runs
 
 
@@ -69,13 +69,25 @@ def write_tables(results: Results, ctx: tables.Context, tables_dir: Path) -> tup
     for bench in benchmarks:
         table = tables.rliable_table(results, ctx, bench, "success")
         _write(out, table, tables_dir, f"rliable_{bench}",
-               f"{render.benchmark_name(bench)}: IQM and mean success % with stratified-bootstrap 95% CIs over "
-               f"seeds × eval tasks ({ctx.reps} resamples), and the probability of improving on "
-               f"{render.method_name(ctx.baseline)} (rliable)")
+               f"{render.benchmark_name(bench)}: IQM and mean success %, and the probability of improving on "
+               f"{render.method_name(ctx.baseline)}, with 95% intervals from a hierarchical bootstrap "
+               f"({ctx.reps} resamples): training seeds resampled, then eval episodes within each seed; "
+               f"rliable's tasks are the task types; intervals widened for the seed count (docs/results.md)")
         if table is not None:
             rliable_frames[bench] = table[0]
+    for bench in benchmarks:
+        methods = tables.methods_of(results, ctx, [bench])
+        _write(out, premise.premise_table(results, methods, bench), tables_dir, f"premise_{bench}",
+               f"{render.benchmark_name(bench)}: the premise of each method, per-step metrics averaged over the run, "
+               "then over runs; a run is 'teacher uninformative' when its mean gap on wins is not above its mean "
+               "gap on losses (docs/results.md)")
+        _write(out, credit.credit_table(results, methods, bench, ctx.reps, ctx.seed), tables_dir, f"credit_{bench}",
+               f"{render.benchmark_name(bench)}: {credit.CAPTION}")
     if not results.empty():
-        _write(out, tables.cost_table(results, ctx), tables_dir, "cost", "Cost: wall time per run and per training step")
+        _write(out, tables.cost_table(results, ctx), tables_dir, "cost",
+               "Cost: wall time per run and per training step")
+        _write(out, tables.runs_table(results, ctx), tables_dir, "runs",
+               "Final success and score of every finished run (compared by `python -m paper_figures --against`)")
     missing = missing_runs(results, ctx.expected)
     missing.to_csv(tables_dir / "missing_runs.csv", index=False)
     return [*out, tables_dir / "missing_runs.csv"], rliable_frames
@@ -90,10 +102,14 @@ def write_figures(results: Results, ctx: tables.Context, rliable_frames: dict, f
     out = plots.learning_curves(results, methods, benchmarks, figures_dir)
     for bench in benchmarks:
         out += plots.diagnostics(results, methods, bench, figures_dir)
+        credit_columns = credit.present(results.metrics[results.metrics["benchmark"] == bench])
+        if credit_columns:
+            out += plots.credit(results, methods, bench, credit_columns, figures_dir)
         if bench in rliable_frames:
             out += plots.rliable_intervals(rliable_frames[bench], methods, bench, ctx.baseline, figures_dir)
-    profiles = {b: stats.performance_profiles(tables.score_matrices(results, b, "score"), np.linspace(0, 1, 50, endpoint=False),
-                                              reps=ctx.reps, seed=ctx.seed) for b in benchmarks}
+    taus = np.linspace(0, 1, 50, endpoint=False)
+    profiles = {b: bootstrap.performance_profiles(results.final_episodes[results.final_episodes["benchmark"] == b],
+                                                  "score", taus, reps=ctx.reps, seed=ctx.seed) for b in benchmarks}
     out += plots.performance_profiles(profiles, methods, benchmarks, "score", figures_dir)
     return out
 
@@ -112,7 +128,9 @@ def build(runs_dir: str | Path = "results/runs", out_dir: str | Path = "results"
     results, stale_paths = drop_stale(results, profile, config_dir, out_dir / "tables")
     expected, order = expected_runs(profile, config_dir)
     ctx = tables.Context(expected=expected, reference=tables.load_reference(), order=order, baseline=baseline,
-                         reps=reps, seed=seed)
+                         reps=reps, seed=seed, notes=premise.notes(results.metrics))
+    for (bench, method), text in ctx.notes.items():
+        print(f"paper_figures: warning: {render.benchmark_name(bench)} {render.method_name(method)}: {text}")
     table_paths, rliable_frames = write_tables(results, ctx, out_dir / "tables")
     table_paths += stale_paths
     figure_paths = write_figures(results, ctx, rliable_frames, out_dir / "figures") if figures else []

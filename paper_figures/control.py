@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from paper_figures import render, stats
+from paper_figures import premise, render, stats
 from paper_figures.grid import FROZEN
 from paper_figures.load import Results
 
@@ -21,8 +21,10 @@ def control_table(results: Results, ctx, control: str = FROZEN):
     if runs.empty or not (runs["method"] == control).any():
         return None
     tidy, display = [], []
-    benchmarks = [b for b in benchmarks_of(results, ctx) if ((runs["benchmark"] == b) & (runs["method"] == control)).any()]
-    for method in [m for m in methods_of(results, ctx, benchmarks) if m != control]:
+    has_control = runs["method"] == control
+    benchmarks = [b for b in benchmarks_of(results, ctx) if (has_control & (runs["benchmark"] == b)).any()]
+    methods = [m for m in methods_of(results, ctx, benchmarks) if m != control]
+    for method in methods:
         line = {"Method": render.method_name(method)}
         for bench in benchmarks:
             of_bench = runs[runs["benchmark"] == bench]
@@ -38,4 +40,4 @@ def control_table(results: Results, ctx, control: str = FROZEN):
             line[f"{name}: seeds"] = n
             line[f"{name}: 95% CI > 0"] = render.MISSING if n < 2 else ("yes" if low > 0 else "no")
         display.append(line)
-    return pd.DataFrame(tidy), pd.DataFrame(display)
+    return pd.DataFrame(tidy), premise.add_notes(pd.DataFrame(display), methods, benchmarks, ctx.notes)

@@ -68,20 +68,22 @@ def smooth(frame: pd.DataFrame, column: str, window: int) -> pd.DataFrame:
     return frame
 
 
-def _legend(fig, axes, methods: list[str]) -> None:
-    """One legend under the panels, in the methods' order, with room made for it."""
+def _legend(fig, axes, methods: list[str], title_inches: float = 0.0) -> None:
+    """One legend under the panels, in the methods' order, with room made for it (and for a figure title of
+    ``title_inches`` above the panels' own titles)."""
     handles = {}
     for ax in np.ravel(axes):
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
     labels = [render.method_name(m) for m in methods if render.method_name(m) in handles]
+    top = 1 - title_inches / fig.get_figheight()
     if not labels:
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0, 1, top))
         return
     ncol = min(len(labels), 4)
     fig.legend([handles[label] for label in labels], labels, loc="lower center", ncol=ncol, frameon=False)
     legend_inches = 0.3 * math.ceil(len(labels) / ncol) + 0.15
-    fig.tight_layout(rect=(0, legend_inches / fig.get_figheight(), 1, 1))
+    fig.tight_layout(rect=(0, legend_inches / fig.get_figheight(), 1, top))
 
 
 def _ordered(band: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
@@ -99,7 +101,8 @@ def learning_curves(results, methods: list[str], benchmarks: list[str], out_dir:
         evals = results.evals[results.evals["benchmark"] == bench]
         per_run = evals.groupby(["method", "seed", "step"])["success"].mean().reset_index()
         draw_bands(axes[row, 0], _ordered(seed_band(per_run, "step", "success"), methods), "step", colors, 100, (0, 1))
-        axes[row, 0].set(title=f"{render.benchmark_name(bench)}: eval success", xlabel="training step", ylabel="success %")
+        axes[row, 0].set(title=f"{render.benchmark_name(bench)}: eval success", xlabel="training step",
+                         ylabel="success %")
         if train_column:
             train = results.metrics[results.metrics["benchmark"] == bench][["method", "seed", "step", train_column]]
             window = max(1, int(train["step"].max()) // 20) if len(train) else 1
@@ -112,30 +115,83 @@ def learning_curves(results, methods: list[str], benchmarks: list[str], out_dir:
     return save(fig, out_dir, "learning_curves")
 
 
+INFORMATIVENESS = "teacher/gap_success − gap_failure"
+# The premise panels lead, in the order a reader checks them: did the context fit, did the teacher know more on
+# wins than on losses, did the groups have mixed outcomes. Then the raw gaps and the methods' own statistics.
+PREMISE_PANELS = ["teacher/truncated_frac", "method/teacher_truncated_frac", INFORMATIVENESS, "teacher/better_frac",
+                  "degenerate_group_frac", "method/zero_adv_frac", "teacher/gap_success", "teacher/gap_failure",
+                  "teacher/available_frac", "method/teacher_available_frac"]
+PANEL_TITLES = {
+    "teacher/truncated_frac": "premise: teacher rows truncated", "method/teacher_truncated_frac":
+    "premise: teacher rows truncated", INFORMATIVENESS: "premise: δ on wins − δ on losses (> 0)",
+    "teacher/better_frac": "premise: rows with δ > 0", "degenerate_group_frac": "premise: single-outcome groups",
+    "method/zero_adv_frac": "premise: rows with A = 0",
+    "credit/fatal_auroc": "fatal turn picked out (lost episodes)", "credit/detour_auroc": "correct over detour (won)",
+}
+
+
+def is_fraction(column: str) -> bool:
+    """A share or a rate: its band is clipped to [0, 1] and its axis shows the whole range."""
+    return column.endswith(("_frac", "_ratio", "_rate", "auroc"))
+
+
 def diagnostic_columns(metrics: pd.DataFrame) -> list[str]:
-    columns = [c for c in metrics.columns if c.startswith("method/") or c in DIAGNOSTIC_EXTRAS]
-    return [c for c in columns if metrics[c].notna().any()]
+    """The panels of the diagnostics figure: the premise ones first, then the methods' statistics by name."""
+    columns = [c for c in metrics.columns if c.startswith(("method/", "teacher/")) or c in DIAGNOSTIC_EXTRAS]
+    columns = [c for c in columns if metrics[c].notna().any()]
+    if {"teacher/gap_success", "teacher/gap_failure"} <= set(columns):
+        columns.append(INFORMATIVENESS)
+    if "teacher/truncated_frac" in columns and "method/teacher_truncated_frac" in columns:
+        columns.remove("method/teacher_truncated_frac")  # the same number under the engine's older name
+    first = [c for c in PREMISE_PANELS if c in columns]
+    return first + sorted(c for c in columns if c not in first)
+
+
+def with_informativeness(metrics: pd.DataFrame) -> pd.DataFrame:
+    if {"teacher/gap_success", "teacher/gap_failure"} <= set(metrics.columns):
+        return metrics.assign(**{INFORMATIVENESS: metrics["teacher/gap_success"] - metrics["teacher/gap_failure"]})
+    return metrics
+
+
+def panel_grid(metrics: pd.DataFrame, columns: list[str], methods: list[str], title: str, out_dir: Path, name: str,
+               ncols: int = 3) -> list[Path]:
+    """One panel per metric column against the training step: mean over seeds with its 95% t band."""
+    colors = palette(methods)
+    ncols = min(ncols, len(columns))
+    nrows = math.ceil(len(columns) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.0 * nrows + 1.0), squeeze=False)
+    for ax, column in zip(axes.ravel(), columns):
+        band = seed_band(metrics[["method", "seed", "step", column]].dropna(), "step", column)
+        fraction = is_fraction(column)
+        draw_bands(ax, _ordered(band, methods), "step", colors, limits=(0, 1) if fraction else (-np.inf, np.inf))
+        if fraction:
+            ax.set_ylim(-0.03, 1.03)
+        if column == INFORMATIVENESS or column.endswith("auroc"):
+            ax.axhline(0.5 if column.endswith("auroc") else 0.0, color="grey", ls="--", lw=1)
+        ax.set(title=PANEL_TITLES.get(column, column.removeprefix("method/")), xlabel="training step")
+    for ax in axes.ravel()[len(columns):]:
+        ax.set_visible(False)
+    fig.suptitle(title, fontsize="large")
+    _legend(fig, axes, methods, title_inches=0.45)
+    return save(fig, out_dir, name)
 
 
 def diagnostics(results, methods: list[str], benchmark: str, out_dir: Path) -> list[Path]:
-    """Each method's logged statistics (multiplier, gate, teacher gap and availability, …) over training."""
-    metrics = results.metrics[results.metrics["benchmark"] == benchmark]
+    """The premise panels (truncation, teacher informativeness, degenerate groups), then each method's statistics
+    (multiplier, gate, teacher gap and availability, …) over training."""
+    metrics = with_informativeness(results.metrics[results.metrics["benchmark"] == benchmark])
     columns = diagnostic_columns(metrics)
     if not columns:
         return []
-    colors = palette(methods)
-    ncols = min(3, len(columns))
-    nrows = math.ceil(len(columns) / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.0 * nrows), squeeze=False)
-    for ax, column in zip(axes.ravel(), columns):
-        band = seed_band(metrics[["method", "seed", "step", column]].dropna(), "step", column)
-        draw_bands(ax, _ordered(band, methods), "step", colors)
-        ax.set(title=column.removeprefix("method/"), xlabel="training step")
-    for ax in axes.ravel()[len(columns):]:
-        ax.set_visible(False)
-    fig.suptitle(f"{render.benchmark_name(benchmark)}: method diagnostics")
-    _legend(fig, axes, methods)
-    return save(fig, out_dir, f"diagnostics_{benchmark}")
+    title = f"{render.benchmark_name(benchmark)}: premises first, then method diagnostics"
+    return panel_grid(metrics, columns, methods, title, out_dir, f"diagnostics_{benchmark}")
+
+
+def credit(results, methods: list[str], benchmark: str, columns: list[str], out_dir: Path) -> list[Path]:
+    """Credit AUROC against the training step per method (0.5: one value for every turn of an episode)."""
+    metrics = results.metrics[results.metrics["benchmark"] == benchmark]
+    title = f"{render.benchmark_name(benchmark)}: credit against ground truth"
+    return panel_grid(metrics, columns, methods, title, out_dir, f"credit_{benchmark}", ncols=2)
 
 
 def rliable_intervals(tidy: pd.DataFrame, methods: list[str], benchmark: str, baseline: str, out_dir: Path):
@@ -157,13 +213,14 @@ def rliable_intervals(tidy: pd.DataFrame, methods: list[str], benchmark: str, ba
         ax.set(title=title, yticks=y, yticklabels=[render.method_name(m) for m in tidy.index])
         if column == "prob_improvement":
             ax.axvline(0.5, color="grey", ls="--", lw=1)
-    fig.suptitle(f"{render.benchmark_name(benchmark)}: stratified-bootstrap 95% CIs (rliable)")
+    fig.suptitle(f"{render.benchmark_name(benchmark)}: 95% intervals, bootstrap over seeds then episodes")
     fig.tight_layout()
     return save(fig, out_dir, f"rliable_{benchmark}")
 
 
 def performance_profiles(profiles: dict, methods: list[str], benchmarks: list[str], metric: str, out_dir: Path):
-    """Fraction of (seed, task) final scores above τ, with bootstrap 95% bands (rliable score distributions)."""
+    """Fraction of final-eval episodes scoring above τ (mean over seeds), with 95% bands from a bootstrap over
+    seeds (rliable's score distributions, with seeds as the unit that is resampled)."""
     colors = palette(methods)
     fig, axes = plt.subplots(1, len(benchmarks), figsize=(4.8 * len(benchmarks), 3.6), squeeze=False)
     for ax, bench in zip(axes[0], benchmarks):
@@ -171,6 +228,6 @@ def performance_profiles(profiles: dict, methods: list[str], benchmarks: list[st
             taus, fraction, interval = profiles[bench][method]
             ax.plot(taus, fraction, color=colors[method], label=render.method_name(method), lw=1.6)
             ax.fill_between(taus, interval[0], interval[1], color=colors[method], alpha=0.2, lw=0)
-        ax.set(title=render.benchmark_name(bench), xlabel=f"{metric} threshold τ", ylabel=f"fraction of runs × tasks > τ")
+        ax.set(title=render.benchmark_name(bench), xlabel=f"{metric} threshold τ", ylabel="fraction of episodes > τ")
     _legend(fig, axes, methods)
     return save(fig, out_dir, "performance_profiles")

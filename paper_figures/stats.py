@@ -1,18 +1,10 @@
-"""Statistics for the tables: Student-t confidence intervals over seeds, and rliable's interval estimates.
+"""Closed-form statistics for the tables: Student-t confidence intervals over seeds, and the per-matrix
+aggregates of Agarwal et al., "Deep RL at the Edge of the Statistical Precipice" (NeurIPS 2021; library
+``rliable``): interquartile mean and probability of improvement, computed as rliable computes them.
 
-Three seeds hide a lot (the paper's GRPO is 70.57 ± 7.83), so beside the usual mean ± CI over seeds the tables
-report the statistics of Agarwal et al., "Deep RL at the Edge of the Statistical Precipice" (NeurIPS 2021), via
-their library ``rliable``: interquartile mean (IQM) and mean with stratified-bootstrap 95% CIs over
-seeds × eval tasks, the probability of improvement over a baseline, and performance profiles.
-
-A score matrix has shape (n_seeds, n_tasks): entry [i, j] is the mean score of seed i's final evaluation on
-eval task j. The bootstrap resamples seeds within each task (rliable's stratified bootstrap).
+The bootstrap intervals around them resample training seeds, not eval episodes: ``paper_figures.bootstrap``.
 """
 from __future__ import annotations
-
-import warnings
-from contextlib import contextmanager
-from typing import Mapping
 
 import numpy as np
 from scipy import stats as scipy_stats
@@ -62,83 +54,7 @@ def probability_of_improvement(scores_x: np.ndarray, scores_y: np.ndarray) -> fl
     return float(per_task.mean())
 
 
-def _aggregates(scores: np.ndarray) -> np.ndarray:
-    return np.array([iqm(scores), float(np.mean(scores))])
-
-
-AGGREGATE_NAMES = ("IQM", "Mean")
-
-
-def _random_state(seed: int) -> np.random.RandomState:
-    return np.random.RandomState(seed)
-
-
-@contextmanager
-def _seeded(seed: int):
-    """rliable 1.2's stratified bootstrap draws its indices from numpy's *global* generator (its
-    ``random_state`` argument only reaches arch), so seed that generator for the call and restore it after;
-    also silence arch 7.2's deprecation warning about the ``random_state`` rliable passes."""
-    saved = np.random.get_state()
-    np.random.seed(seed)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message="random_state is deprecated", category=FutureWarning)
-            yield
-    finally:
-        np.random.set_state(saved)
-
-
-def interval_estimates(
-    score_dict: Mapping[str, np.ndarray], reps: int = 2000, seed: int = 0
-) -> dict[str, dict[str, tuple[float, float, float]]]:
-    """{method: {"IQM"|"Mean": (point, ci_low, ci_high)}} with rliable's stratified bootstrap (95%)."""
-    from rliable import library as rly
-
-    with _seeded(seed):
-        points, intervals = rly.get_interval_estimates(
-            dict(score_dict), _aggregates, reps=reps, random_state=_random_state(seed)
-        )
-    return {
-        method: {name: (float(points[method][i]), *map(float, intervals[method][:, i])) for i, name in enumerate(AGGREGATE_NAMES)}
-        for method in points
-    }
-
-
-def improvement_over(
-    score_dict: Mapping[str, np.ndarray], baseline: str, reps: int = 2000, seed: int = 0
-) -> dict[str, tuple[float, float, float]]:
-    """{method: (P(method > baseline), ci_low, ci_high)} for every other method, with rliable's independent
-    stratified bootstrap (seeds of the two methods resampled separately). Empty if the baseline is absent."""
-    from rliable import library as rly
-
-    if baseline not in score_dict:
-        return {}
-    pairs = {m: (scores, score_dict[baseline]) for m, scores in score_dict.items() if m != baseline}
-    if not pairs:
-        return {}
-    with _seeded(seed):
-        points, intervals = rly.get_interval_estimates(
-            pairs, probability_of_improvement, reps=reps, random_state=_random_state(seed)
-        )
-    return {m: (float(points[m]), *map(float, np.ravel(intervals[m]))) for m in points}
-
-
 def score_distribution(scores: np.ndarray, taus: np.ndarray) -> np.ndarray:
     """Fraction of all (seed, task) scores above each τ: ``rliable.library.score_distributions`` in one
     broadcast instead of one call per τ."""
     return (np.asarray(scores, dtype=float).reshape(-1, 1) > np.asarray(taus, dtype=float)[None, :]).mean(axis=0)
-
-
-def performance_profiles(
-    score_dict: Mapping[str, np.ndarray], taus: np.ndarray, reps: int = 2000, seed: int = 0
-) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """{method: (taus, fraction of (seed, task) scores > τ, CI (2, len(taus)))}: rliable's score-distribution
-    performance profile (``create_performance_profile``), with a fixed random state, which it does not take."""
-    from rliable import library as rly
-
-    taus = np.asarray(taus, dtype=float)
-    with _seeded(seed):
-        points, intervals = rly.get_interval_estimates(
-            dict(score_dict), lambda s: score_distribution(s, taus), reps=reps, random_state=_random_state(seed)
-        )
-    return {m: (taus, np.asarray(points[m]), np.asarray(intervals[m])) for m in points}

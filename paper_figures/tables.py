@@ -4,13 +4,13 @@ show "—" (no seed at all) or the count of seeds used, e.g. "(2/3)".
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from paper_figures import render, stats
+from paper_figures import bootstrap, premise, render, stats
 from paper_figures.load import Results
 
 REFERENCE_CSV = Path(__file__).parent / "reference" / "sharpo_2610.00838.csv"
@@ -26,6 +26,7 @@ class Context:
     baseline: str = "grpo"
     reps: int = 2000
     seed: int = 0
+    notes: dict = field(default_factory=dict)  # (benchmark, method) → premise flags (paper_figures.premise.notes)
 
     def n_expected(self, benchmark: str, method: str) -> int | None:
         rows = self.expected[(self.expected["benchmark"] == benchmark) & (self.expected["method"] == method)]
@@ -77,7 +78,7 @@ def main_table(results: Results, ctx: Context) -> tuple[pd.DataFrame, pd.DataFra
             line[f"{name} (ours)"] = cell
             line[f"{name} (paper)"] = render.fmt_pm(paper_mean, paper_pm, digits=2, scale=1.0)
         display.append(line)
-    return pd.DataFrame(tidy), pd.DataFrame(display)
+    return pd.DataFrame(tidy), premise.add_notes(pd.DataFrame(display), methods, benchmarks, ctx.notes)
 
 
 def breakdown_table(results: Results, ctx: Context, benchmark: str, column: str, value: str = "success"):
@@ -144,41 +145,47 @@ def sweep_table(results: Results, ctx: Context, key: str = "lam"):
                     "Label": method}
             for bench in benchmarks_of(results, ctx):
                 runs = results.runs[(results.runs["benchmark"] == bench) & (results.runs["method"] == method)]
-                line[render.benchmark_name(bench)], (mean, half, n) = _cell(runs["success"], ctx.n_expected(bench, method))
+                expected = ctx.n_expected(bench, method)
+                line[render.benchmark_name(bench)], (mean, half, n) = _cell(runs["success"], expected)
                 tidy.append({"benchmark": bench, "method": method, key: value, "n_seeds": n,
                              "success_pct": mean * 100, "ci95_pct": half * 100})
             display.append(line)
     return pd.DataFrame(tidy), pd.DataFrame(display)
 
 
-def score_matrices(results: Results, benchmark: str, metric: str = "success") -> dict[str, np.ndarray]:
-    """{method: (n_seeds, n_tasks)} final-eval scores, tasks aligned across methods (their intersection)."""
+def seed_scores(results: Results, benchmark: str, metric: str = "success") -> dict[str, bootstrap.SeedScores]:
+    """{method: final-eval episodes by seed and task type}; task types missing from some run are left out."""
     episodes = results.final_episodes[results.final_episodes["benchmark"] == benchmark]
-    if episodes.empty:
-        return {}
-    per_task = episodes.groupby(["method", "seed", "task_id"])[metric].mean().unstack("task_id")
-    complete = per_task.dropna(axis=1)
-    if complete.shape[1] < per_task.shape[1]:
-        warnings.warn(f"{benchmark}: {per_task.shape[1] - complete.shape[1]} eval task(s) are missing from some "
-                      "runs and are left out of the rliable statistics", stacklevel=2)
-    return {m: complete.loc[m].to_numpy(dtype=float) for m in complete.index.get_level_values("method").unique()}
+    scores = bootstrap.seed_scores(episodes, metric)
+    all_types = set(episodes["task_type"].astype(str))
+    kept = next(iter(scores.values())).types if scores else ()
+    if len(kept) < len(all_types):
+        warnings.warn(f"{benchmark}: task type(s) {sorted(all_types - set(kept))} are missing from some runs and are "
+                      "left out of the bootstrap statistics", stacklevel=2)
+    return scores
+
+
+RLIABLE_RESAMPLED = ("hierarchical bootstrap: seeds resampled, then episodes within each seed and task type; "
+                     "rliable tasks = task types; percentile interval widened for the seed count")
 
 
 def rliable_table(results: Results, ctx: Context, benchmark: str, metric: str = "success"):
-    """IQM and mean with stratified-bootstrap 95% CIs over seeds × eval tasks, and P(method > baseline)."""
-    scores = score_matrices(results, benchmark, metric)
+    """IQM and mean with 95% intervals from a bootstrap over seeds (then episodes), and P(method > baseline)."""
+    scores = seed_scores(results, benchmark, metric)
     if not scores:
         return None
-    estimates = stats.interval_estimates(scores, reps=ctx.reps, seed=ctx.seed)
-    improvement = stats.improvement_over(scores, ctx.baseline, reps=ctx.reps, seed=ctx.seed)
+    estimates = bootstrap.interval_estimates(scores, reps=ctx.reps, seed=ctx.seed)
+    improvement = bootstrap.improvement_over(scores, ctx.baseline, reps=ctx.reps, seed=ctx.seed)
     tidy, display = [], []
     base_name = render.method_name(ctx.baseline)
-    for method in methods_of(results, ctx, [benchmark]):
-        line = {"Method": render.method_name(method), "Seeds × tasks": render.MISSING}
-        row = {"benchmark": benchmark, "metric": metric, "method": method}
+    methods = methods_of(results, ctx, [benchmark])
+    for method in methods:
+        line = {"Method": render.method_name(method), "Seeds × task types": render.MISSING}
+        row = {"benchmark": benchmark, "metric": metric, "method": method, "resampled": RLIABLE_RESAMPLED}
         if method in scores:
-            line["Seeds × tasks"] = "{} × {}".format(*scores[method].shape)
-        for name in stats.AGGREGATE_NAMES:
+            line["Seeds × task types"] = f"{scores[method].n_seeds} × {len(scores[method].types)}"
+            row.update({"n_seeds": scores[method].n_seeds, "n_task_types": len(scores[method].types)})
+        for name in bootstrap.AGGREGATES:
             point, low, high = estimates.get(method, {}).get(name, (np.nan,) * 3)
             line[name] = render.fmt_interval(point, low, high)
             row.update({name.lower(): point, f"{name.lower()}_low": low, f"{name.lower()}_high": high})
@@ -187,7 +194,17 @@ def rliable_table(results: Results, ctx: Context, benchmark: str, metric: str = 
         row.update({"prob_improvement": point, "prob_improvement_low": low, "prob_improvement_high": high})
         tidy.append(row)
         display.append(line)
-    return pd.DataFrame(tidy), pd.DataFrame(display)
+    return pd.DataFrame(tidy), premise.add_notes(pd.DataFrame(display), methods, [benchmark], ctx.notes)
+
+
+def runs_table(results: Results, ctx: Context):
+    """One row per finished run: its final success and score, the numbers ``--against`` compares."""
+    columns = ["benchmark", "method", "seed", "steps", "success", "score"]
+    tidy = results.runs[columns].sort_values(["benchmark", "method", "seed"]).reset_index(drop=True)
+    display = tidy.assign(Method=[render.method_name(m) for m in tidy["method"]],
+                          **{"success %": tidy["success"] * 100, "score %": tidy["score"] * 100})
+    display = display[["benchmark", "Method", "seed", "steps", "success %", "score %"]].round(2)
+    return tidy, display
 
 
 def cost_table(results: Results, ctx: Context):

@@ -43,6 +43,8 @@ class Rlsd(GrpoBase):
     requires = GrpoBase.requires + ("teacher_logp", "old_logp")
     teacher = "skills"
     grpo_limit = {"lam": 0.0}
+    display_name = "RLSD"
+    display_order = 40
     stress_options = {"lam": 1.0, "clip_eps": 0.9}
 
     def __init__(self, config: RlsdConfig | None = None):

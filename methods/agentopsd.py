@@ -104,8 +104,8 @@ def rollout_zscore(x: Tensor, traj: Tensor, n_traj: int, eps: float) -> Tensor:
 
 @register("agentopsd")
 class AgentOpsd(GrpoBase):
-    """Ã_k = A_k·((1 − λ) + λ·m_k), m_k = clip(1 + b·sign(A_k)·z_k, 1 − b, 1 + b), z_k the within-rollout z-score
-    of the belief increment V_k − V_{k−1}, logit V_k = logit V_0 + Σ_{j≤k} d_j, d_j = Σ_t δ_t over turn j
+    """Ã_k = A_k·((1 − λ) + λ·m_k), m_k = clip(1 + b·sign(A_k)·z_k, 1 − b, 1 + b), z_k the within-rollout
+    z-score of the belief increment V_k − V_{k−1}, logit V_k = logit V_0 + Σ_{j≤k} d_j, d_j = Σ_t δ_t over turn j
     (methods/FORMULAS.md#agentopsd)."""
 
     Config = AgentOpsdConfig
@@ -120,7 +120,7 @@ class AgentOpsd(GrpoBase):
         super().__init__(config)
         c = self.config
         if not 0.0 <= c.mult_lambda <= 1.0 or not 0.0 <= c.mult_band < 1.0:
-            raise ConfigError(f"agentopsd: need 0 ≤ mult_lambda ≤ 1 and 0 ≤ mult_band < 1 (keeps sign(Ã) = sign(A)); "
+            raise ConfigError("agentopsd: need 0 ≤ mult_lambda ≤ 1 and 0 ≤ mult_band < 1 (keeps sign(Ã) = sign(A)); "
                               f"got mult_lambda={c.mult_lambda}, mult_band={c.mult_band}")
         if not 0.0 < c.belief_decay_gamma <= 1.0 or not 0.0 < c.v0_prior < 1.0:
             raise ConfigError("agentopsd: belief_decay_gamma must lie in (0, 1] and v0_prior in (0, 1); "

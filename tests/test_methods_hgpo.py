@@ -140,7 +140,7 @@ def published(batch, gamma=0.95, penalty=0.1, dtype=torch.float32, **options):
 
 # ------------------------------------------------------------------------------------------------- the tests
 # base_group only on the tie batches: with dense rewards a one-rollout group whose actions were all valid has equal
-# scores, which float32 does not average exactly (the quirk in FORMULAS.md#hgpo)
+# scores, which float32 does not average exactly (the quirk in methods/FORMULAS.md#hgpo)
 DENSE_CASES = [{}, {"mode": "mean_norm"}, {"history_length": 4, "length_weight_alpha": 0.0}]
 TIE_CASES = [{}, {"mode": "mean_norm"}, {"history_length": 0}, {"history_length": 4, "length_weight_alpha": 2.0},
              {"base_group": True}, {"base_group": True, "mode": "mean_norm"}]

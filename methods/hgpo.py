@@ -50,14 +50,21 @@ def step_returns(batch: StepBatch, gamma: float, penalty: float, traj: Tensor, r
     return returns - penalty * (~batch.action_valid).double()
 
 
-def history_keys(obs_hash: Tensor, group_id: Tensor, traj: Tensor, rank: Tensor, n_traj: int, k: int):
-    """Rows with at least k observations so far, and the dense id of (task group, last k observations)."""
+def history_groups(obs_hash: Tensor, group_id: Tensor, traj: Tensor, rank: Tensor, n_traj: int, depth: int):
+    """For k = 1..depth: (rows with at least k observations so far, dense id of (task group, last k observations)).
+
+    Each k refines k − 1 by one more observation, so its id is built from the previous id and that observation.
+    """
     table = rollout_table(obs_hash.long(), traj, rank, n_traj)
-    eligible = rank >= k - 1
-    rows = torch.nonzero(eligible).squeeze(1)
-    keys = [group_id[rows]] + [table[traj[rows], rank[rows] - j] for j in range(k)]
-    index, n = dense_ids(*keys)
-    return rows, index, n
+    rows = torch.arange(rank.numel(), device=rank.device)
+    key, n = dense_ids(group_id, obs_hash)
+    yield rows, key, n
+    for k in range(2, depth + 1):
+        keep = rank[rows] >= k - 1
+        rows, key = rows[keep], key[keep]
+        earlier, m = dense_ids(table[traj[rows], rank[rows] - (k - 1)])
+        key, n = dense_ids(key * m + earlier)
+        yield rows, key, n
 
 
 @register("hgpo")
@@ -92,8 +99,8 @@ class Hgpo(Method):
             base = torch.where(token_counts(batch.response_mask) > 0, base, 0.0)  # the token mean of an empty row
             numerator += base
             weight_sum += (base != 0).double()
-        for k in range(1, c.history_length + 2):
-            rows, index, n = history_keys(batch.obs_hash, batch.group_id, traj, rank, n_traj, k)
+        groups = history_groups(batch.obs_hash, batch.group_id, traj, rank, n_traj, c.history_length + 1)
+        for k, (rows, index, n) in enumerate(groups, start=1):
             mean, std, count = group_mean_std(returns[rows], index, n, unbiased=False)
             centred = returns[rows] - mean[index]
             adv = centred / (std[index] + c.epsilon) if c.mode == "mean_std_norm" else centred

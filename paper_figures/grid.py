@@ -13,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from paper_figures.compute_match import COMPUTE_MATCHED
 from paper_figures.compute_match import DISPLAY as COMPUTE_MATCHED_DISPLAY
 from paper_figures.compute_match import plan as plan_compute_matched

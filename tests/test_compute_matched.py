@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from workflow_fixtures.synthetic_runs import write_run
 
 from harness.config import load_config
 from harness.core import registry
@@ -16,7 +17,6 @@ from paper_figures import render, tables
 from paper_figures.compute_match import COMPUTE_MATCHED, DISPLAY, arm_run_cost, run_cost, step_cost
 from paper_figures.grid import load_grid
 from paper_figures.load import load_runs
-from workflow_fixtures.synthetic_runs import write_run
 
 REPO = Path(__file__).resolve().parents[1]
 

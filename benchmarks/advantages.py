@@ -151,6 +151,71 @@ def loop_stepopsd(b, lam_mix=0.1, alpha=1.0, floor=0.05):
     return broadcast_rows(b, rows)
 
 
+def loop_agentopsd(b, lam=0.5, band=0.2, eps=1e-6):
+    """AgentOPSD the way compute_opsd_turn_advantage writes it: one pass per rollout over its sorted turns."""
+    adv = loop_episode_adv(b)
+    by_traj, by_group, first = defaultdict(list), defaultdict(list), {}
+    for i in range(b.num_rows):
+        t = int(b.traj_id[i])
+        by_traj[t].append((int(b.step_idx[i]), i))
+        if t not in first or int(b.step_idx[i]) < int(b.step_idx[first[t]]):
+            first[t] = i
+    for t, i in first.items():
+        by_group[int(b.group_id[i])].append(float(b.episode_return[i]) - PENALTY * (not bool(b.action_valid[i])))
+    rows = [0.0] * b.num_rows
+    for t, turns in by_traj.items():
+        scores = by_group[int(b.group_id[first[t]])]
+        v0 = min(max(sum(scores) / len(scores), 1e-4), 1 - 1e-4)
+        logit, previous, increments, order = math.log(v0 / (1 - v0)), v0, [], [i for _, i in sorted(turns)]
+        for i in order:
+            logit += float(row_gap(b, i)[0].sum())
+            belief = min(max(1 / (1 + math.exp(-logit)), eps), 1 - eps)
+            increments.append(belief - previous)
+            previous = belief
+        mean = sum(increments) / len(increments)
+        std = math.sqrt(sum((q - mean) ** 2 for q in increments) / len(increments))
+        for i, q in zip(order, increments):
+            sign = (adv[i] > 0) - (adv[i] < 0)
+            m = min(max(1 + band * sign * (q - mean) / (std + eps), 1 - band), 1 + band)
+            rows[i] = adv[i] * ((1 - lam) + lam * m)
+    return broadcast_rows(b, rows)
+
+
+def loop_hgpo(b, history=2, gamma=0.95, alpha=1.0):
+    """HGPO the way core_hgpo.py writes it: clusters keyed by (k, last k observations), then a weighted mean of each
+    row's non-zero items. Means are taken about the cluster's first value, so tied returns give exactly 0."""
+    by_traj = defaultdict(list)
+    for i in range(b.num_rows):
+        by_traj[int(b.traj_id[i])].append((int(b.step_idx[i]), i))
+    returns, history_of = [0.0] * b.num_rows, {}
+    for turns in by_traj.values():
+        order = [i for _, i in sorted(turns)]
+        running = 0.0
+        for i in reversed(order):
+            running = float(b.step_reward[i]) + gamma * running
+            returns[i] = running - PENALTY * (not bool(b.action_valid[i]))
+        obs = [int(b.obs_hash[i]) for i in order]
+        for s, i in enumerate(order):
+            history_of[i] = obs[: s + 1]
+    clusters = defaultdict(list)
+    for i, seen in history_of.items():
+        for k in range(1, min(history + 1, len(seen)) + 1):
+            clusters[(int(b.group_id[i]), k, tuple(seen[-k:]))].append(i)
+    num, den = [0.0] * b.num_rows, [0.0] * b.num_rows
+    for (_, k, _), members in clusters.items():
+        if len(members) < 2:
+            continue
+        vals = [returns[i] for i in members]
+        mean = vals[0] + sum(v - vals[0] for v in vals) / len(vals)
+        std = math.sqrt(sum((v - mean) ** 2 for v in vals) / len(vals))
+        for i, v in zip(members, vals):
+            a = (v - mean) / (std + EPS)
+            if a != 0:
+                num[i] += (k + 1) ** alpha * a
+                den[i] += (k + 1) ** alpha
+    return broadcast_rows(b, [n / (d + EPS) for n, d in zip(num, den)])
+
+
 def loop_distill(b, logp, beta, coef=0.01):
     total, count = 0.0, 0
     for i in range(b.num_rows):
@@ -221,6 +286,8 @@ def main() -> int:
         ("grpo_opsd (aux loss)", vectorised("grpo_opsd", logp=logp), lambda b: loop_distill(b, logp, 0.0)),
         ("stepopsd", vectorised("stepopsd"), loop_stepopsd),
         ("sharpo", vectorised("sharpo"), loop_sharpo),
+        ("agentopsd", vectorised("agentopsd"), loop_agentopsd),
+        ("hgpo", vectorised("hgpo"), loop_hgpo),
     ]
     n_traj = int(torch.unique(batch.traj_id).numel())
     print(f"batch: {batch.num_rows} rows × {args.response_len} tokens, {n_traj} rollouts in groups of 8, "

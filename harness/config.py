@@ -195,6 +195,10 @@ class GridConfig(Checked):
     frozen_control: bool = field(default=False, metadata={
         "help": "add one run per benchmark and seed at train.lr = 0, labelled `frozen`: the warm start evaluated on "
                 "the same tasks with the same sampling seeds, the control each method's gain is measured against"})
+    compute_matched: bool = field(default=False, metadata={
+        "help": "add a GRPO arm per benchmark and seed, labelled `grpo_compute_matched`, with more rollouts per group "
+                "(and, only if that cannot come within 5%, more steps) so that its counted compute equals the grid's "
+                "costliest method's (paper_figures/compute_match.py)"})
 
 
 @dataclass

@@ -65,6 +65,8 @@ class Gigpo(Method):
     requires = EPISODE_COLUMNS + ("step_reward", "obs_hash")
     keeps_sign = False  # the step term is added, so a row's sign can flip
     grpo_limit = {"omega": 0.0, "mode": "mean_std_norm"}  # no step term; GRPO divides by the std
+    display_name = "GiGPO"
+    display_order = 20
 
     def advantages(self, batch: StepBatch, step: int = 0) -> tuple[Tensor, dict[str, float]]:
         self.check_batch(batch)

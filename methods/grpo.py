@@ -89,6 +89,8 @@ class Grpo(GrpoBase):
     """Group-relative outcome advantage broadcast to every token of every segment of a rollout."""
 
     grpo_limit = {}  # it is GRPO at its defaults
+    display_name = "GRPO"
+    display_order = 10
 
     def advantages(self, batch: StepBatch, step: int = 0) -> tuple[Tensor, dict[str, float]]:
         tokens, _, diagnostics = self.grpo_advantages(batch)

@@ -10,6 +10,8 @@ class GrpoOpsd(GatedDistillation):
     """Naive GRPO + on-policy self-distillation: SDAR with β = 0, i.e. a constant gate of 0.5."""
 
     Config = GrpoOpsdConfig
+    display_name = "GRPO+OPSD"
+    display_order = 30
 
     @property
     def gate_beta(self) -> float:

@@ -42,6 +42,8 @@ class Rlsd(GrpoBase):
     requires = GrpoBase.requires + ("teacher_logp", "old_logp")
     teacher = "skills"
     grpo_limit = {"lam": 0.0}
+    display_name = "RLSD"
+    display_order = 40
     stress_options = {"lam": 1.0, "clip_eps": 0.9}
 
     def advantages(self, batch: StepBatch, step: int = 0) -> tuple[Tensor, dict[str, float]]:

@@ -108,6 +108,8 @@ class Sdar(GatedDistillation):
     """GRPO + c·agg(sigmoid(β·(q_t − logp_t))·(q_t − logp_t)) (methods/FORMULAS.md#sdar)."""
 
     Config = SdarConfig
+    display_name = "SDAR"
+    display_order = 50
 
     @property
     def gate_beta(self) -> float:

@@ -46,6 +46,8 @@ class Sharpo(GrpoBase):
     requires = GrpoBase.requires + ("teacher_logp", "old_logp", "teacher_available")
     teacher = "successful_sibling"
     grpo_limit = {"lam": 0.0}
+    display_name = "SHARPO"
+    display_order = 70
     stress_options = {"lam": 1.0, "tau": 0.1}
 
     def advantages(self, batch: StepBatch, step: int = 0) -> tuple[Tensor, dict[str, float]]:

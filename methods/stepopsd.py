@@ -59,6 +59,8 @@ class StepOpsd(GrpoBase):
     requires = GrpoBase.requires + ("teacher_logp", "old_logp", "teacher_available")
     teacher = "hindsight"
     grpo_limit = {"lam_mix": 0.0}
+    display_name = "StepOPSD"
+    display_order = 60
     stress_options = {"lam_mix": 5.0}
 
     def __init__(self, config: StepOpsdConfig | None = None):

@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from paper_figures.compute_match import COMPUTE_MATCHED
+from paper_figures.compute_match import DISPLAY as COMPUTE_MATCHED_DISPLAY
+from paper_figures.compute_match import plan as plan_compute_matched
+
 FROZEN = "frozen"  # label of the lr-0 control runs (grid.frozen_control)
+# The grid's control arms, which are not methods: (display name, table order); methods declare theirs on the class
+CONTROL_ARMS = {FROZEN: ("Frozen (lr 0)", 10**5), COMPUTE_MATCHED: (COMPUTE_MATCHED_DISPLAY, 15)}
 
 
 @dataclass(frozen=True)
@@ -111,6 +117,8 @@ def load_grid(profile: str, config_dir: str | Path = "config") -> Grid:
         name, options = _split_method(entry, f"{path}: grid.methods[{index}]")
         label = method_label(name, dict(options))
         runs += [RunSpec(b, name, options, label, int(s)) for b in grid.benchmarks for s in grid.seeds]
+    if grid.compute_matched:
+        runs += _compute_matched_runs(path, grid, runs)
     if grid.frozen_control:
         runs += [RunSpec(b, "grpo", (), FROZEN, int(s), ("train.lr=0.0", f"run_label={FROZEN}"))
                  for b in grid.benchmarks for s in grid.seeds]
@@ -119,6 +127,17 @@ def load_grid(profile: str, config_dir: str | Path = "config") -> Grid:
     resources["strategy"] = _strategy(raw, path)  # how the job is launched: one process, or torchrun over its GPUs
     output_dir = raw.get("output_dir") or RunConfig().output_dir
     return Grid(path.stem, path, str(output_dir), tuple(runs), resources)
+
+
+def _compute_matched_runs(path: Path, grid, runs: list[RunSpec]) -> list[RunSpec]:
+    """GRPO at the counted compute of the grid's costliest method, per benchmark (paper_figures/compute_match.py)."""
+    out = []
+    for bench in grid.benchmarks:
+        arms = {run.label: run.override_items() for run in runs if run.benchmark == bench}  # one per variant
+        extra = plan_compute_matched(path, bench, list(arms.values()))
+        if extra is not None:
+            out += [RunSpec(bench, "grpo", (), COMPUTE_MATCHED, int(s), extra) for s in grid.seeds]
+    return out
 
 
 def _strategy(raw: dict, path: Path) -> str:

@@ -26,8 +26,10 @@ def set_style() -> None:
 
 
 def palette(methods: list[str]) -> dict[str, tuple]:
-    """One colour per method, the same in every figure."""
-    return dict(zip(methods, sns.color_palette("colorblind", max(len(methods), 1))))
+    """One colour per method, the same in every figure; past the colour-blind palette's 10 colours (a grid with
+    GiGPO, HGPO, AgentOPSD and both controls has 11 arms) tab20's 20, so no two arms share a colour."""
+    name = "colorblind" if len(methods) <= 10 else "tab20"
+    return dict(zip(methods, sns.color_palette(name, max(len(methods), 1))))
 
 
 def save(fig, out_dir: Path, name: str) -> list[Path]:

@@ -12,19 +12,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from paper_figures.grid import CONTROL_ARMS
+
 MISSING = "—"
-# Paper order: the baseline first, then by family; anything unknown after these, alphabetically.
-METHOD_ORDER = ["grpo", "gigpo", "grpo_opsd", "rlsd", "sdar", "stepopsd", "sharpo"]
-METHOD_NAMES = {
-    "grpo": "GRPO",
-    "gigpo": "GiGPO",
-    "grpo_opsd": "GRPO+OPSD",
-    "rlsd": "RLSD",
-    "sdar": "SDAR",
-    "stepopsd": "StepOPSD",
-    "sharpo": "SHARPO",
-    "frozen": "Frozen (lr 0)",
-}
 BENCHMARK_NAMES = {"alfworld": "ALFWorld", "webshop": "WebShop", "gates": "Gates"}
 # ALFWorld's six task types, by the short names and in the order papers print them
 CATEGORY_NAMES = {
@@ -38,6 +28,27 @@ OPTION_SYMBOLS = {"lam": "λ", "tau": "τ", "beta": "β", "alpha": "α", "lam_mi
 
 def base_method(label: str) -> str:
     return label.split("-", 1)[0]
+
+
+def _display(name: str) -> tuple[str, int]:
+    """(display name, table order) of a registry name or a grid arm; an unknown name shows as itself, last.
+
+    Methods declare both on their class (``Method.display_name``, ``Method.display_order``), so a new method needs
+    no edit here; the grid's control arms (frozen, compute-matched GRPO) are named in paper_figures/grid.py."""
+    if name in CONTROL_ARMS:
+        return CONTROL_ARMS[name]
+    try:
+        from harness.core import registry
+
+        cls = registry.get(name)
+    except Exception:  # not a registered method (or the registry cannot import): show the label as it is
+        return name, 10**6
+    return cls.display_name or name, cls.display_order
+
+
+def display_name(name: str) -> str:
+    """``sharpo`` → ``SHARPO``: the method's or arm's display name, without options."""
+    return _display(name)[0]
 
 
 def split_label(label: str) -> list[tuple[str, str]]:
@@ -59,7 +70,7 @@ def split_label(label: str) -> list[tuple[str, str]]:
 
 def method_name(label: str) -> str:
     """Display name: ``sharpo-lam0.2`` → ``SHARPO (λ=0.2)``."""
-    name = METHOD_NAMES.get(base_method(label), base_method(label))
+    name = display_name(base_method(label))
     options = split_label(label)
     if not options:
         return name
@@ -81,13 +92,12 @@ def benchmark_name(benchmark: str) -> str:
 
 
 def order_methods(labels, preferred: list[str] | None = None) -> list[str]:
-    """The grid's order when given, else paper order; a variant follows its base method."""
+    """The grid's order when given, else the methods' ``display_order``; a variant follows its base method."""
     labels = list(dict.fromkeys(labels))
     if preferred:
         rank = {label: i for i, label in enumerate(preferred)}
         return sorted(labels, key=lambda m: (rank.get(m, len(rank)), m))
-    base_rank = {m: i for i, m in enumerate(METHOD_ORDER)}
-    return sorted(labels, key=lambda m: (base_rank.get(base_method(m), len(base_rank)), base_method(m), m != base_method(m), m))
+    return sorted(labels, key=lambda m: (_display(base_method(m))[1], base_method(m), m != base_method(m), m))
 
 
 def is_missing(value) -> bool:

@@ -141,7 +141,7 @@ def sweep_table(results: Results, ctx: Context, key: str = "lam"):
     for base, members in swept.items():
         for method in members:
             value = values[method] if method != base else _default_option(base, key)
-            line = {"Method": render.METHOD_NAMES.get(base, base), render.OPTION_SYMBOLS.get(key, key): str(value),
+            line = {"Method": render.display_name(base), render.OPTION_SYMBOLS.get(key, key): str(value),
                     "Label": method}
             for bench in benchmarks_of(results, ctx):
                 runs = results.runs[(results.runs["benchmark"] == bench) & (results.runs["method"] == method)]

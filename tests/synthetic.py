@@ -103,3 +103,53 @@ def random_batch(
         action_valid=torch.rand(rows, generator=g) >= invalid_rate,
         obs_hash=step_idx * 10 + torch.randint(0, 3, (rows,), generator=g),
     )
+
+
+def ragged_batch(
+    seed: int,
+    max_segments: int = 50,
+    max_group: int = 8,
+    n_groups: int = 12,
+    response_len: int = 16,
+    reward: str = "sparse",
+    scale: float = 10.0,
+    step_major: bool = True,
+) -> StepBatch:
+    """Task groups of 1..max_group rollouts (singletons included) of 1..max_segments segments, rows in step-major
+    order (all first segments, then all second ones, ...) unless ``step_major`` is False. Observations repeat across
+    the rollouts of a group (step·10 + one of three choices), so histories of several steps are shared.
+    ``reward``: ``sparse`` = ``scale``·won on the last step (ALFWorld), ``dense`` = U(0, 1) on every step."""
+    g = torch.Generator().manual_seed(seed)
+    sizes = torch.randint(1, max_group + 1, (n_groups,), generator=g)
+    sizes[0] = 1  # always one singleton group
+    rows = []
+    traj = 0
+    for group, size in enumerate(sizes.tolist()):
+        for _ in range(size):
+            length = int(torch.randint(1, max_segments + 1, (1,), generator=g))
+            won = bool(torch.rand(1, generator=g) < 0.5)
+            for step in range(length):
+                tokens = int(torch.randint(1, response_len + 1, (1,), generator=g))
+                dense = float(torch.rand(1, generator=g))
+                rows.append(dict(group=group * 3 + 1, traj=traj * 7 + 2, step=step, won=won, length=length,
+                                 tokens=tokens, valid=bool(torch.rand(1, generator=g) > 0.15),
+                                 obs=step * 10 + int(torch.randint(0, 3, (1,), generator=g)),
+                                 reward=dense if reward == "dense" else scale * won * (step == length - 1)))
+            traj += 1
+    if step_major:
+        rows.sort(key=lambda r: (r["step"], r["traj"]))
+    n = len(rows)
+    mask = torch.arange(response_len)[None, :] < torch.tensor([r["tokens"] for r in rows])[:, None]
+    old = -torch.rand(n, response_len, generator=g) * 3
+    teacher = old + torch.randn(n, response_len, generator=g) * 0.5
+    returns: dict[int, float] = {}
+    for r in rows:
+        returns[r["traj"]] = returns.get(r["traj"], 0.0) + r["reward"]
+    return StepBatch(
+        response_mask=mask, old_logp=old, ref_logp=old.clone(), teacher_logp=teacher,
+        teacher_available=[True] * n,
+        group_id=[r["group"] for r in rows], traj_id=[r["traj"] for r in rows], step_idx=[r["step"] for r in rows],
+        n_steps=[r["length"] for r in rows], episode_return=[returns[r["traj"]] for r in rows],
+        success=[r["won"] for r in rows], step_reward=[r["reward"] for r in rows],
+        action_valid=[r["valid"] for r in rows], obs_hash=[r["obs"] for r in rows],
+    )

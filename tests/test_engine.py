@@ -118,7 +118,8 @@ def test_successful_sibling_context_prefers_another_rollout():
     assert contexts[2] is None  # group 1 has no success: no teacher, the method falls back to GRPO
 
 
-@pytest.mark.parametrize("method,expects_teacher", [("grpo", False), ("gigpo", False), ("rlsd", True)])
+@pytest.mark.parametrize("method,expects_teacher", [("grpo", False), ("gigpo", False), ("rlsd", True), ("hgpo", False),
+                                                    ("agentopsd", True)])
 def test_teacher_forward_runs_only_when_the_method_needs_it(models, tmp_path, monkeypatch, method, expects_teacher):
     calls = []
     real = harness.engine.teacher.response_logprobs

@@ -41,8 +41,15 @@ def columns_for(name: str, batch: StepBatch) -> StepBatch:
     return StepBatch(**{k: batch.state_dict()[k] for k in requires})
 
 
-def test_the_seven_methods_are_registered():
-    assert {"grpo", "gigpo", "rlsd", "sdar", "grpo_opsd", "stepopsd", "sharpo"} <= set(METHODS)
+def test_the_shipped_methods_are_registered():
+    assert {"grpo", "gigpo", "rlsd", "sdar", "grpo_opsd", "stepopsd", "sharpo", "agentopsd", "hgpo"} <= set(METHODS)
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_display_name_and_order_are_declared(name):
+    """Tables and figures take a method's name and row order from its class (paper_figures/render.py)."""
+    cls = registry.get(name)
+    assert cls.display_name and isinstance(cls.display_order, int), f"{name}: set display_name and display_order"
 
 
 @pytest.mark.parametrize("name", METHODS)

@@ -39,6 +39,10 @@ class Method:
     # grpo_limit: options under which the advantages equal GRPO's bit for bit (None = none; a method that keeps
     # the sign must have one); stress_options: options far from that limit, so the sign check has teeth.
     keeps_sign: ClassVar[bool] = True
+    # How tables and figures show the method (paper_figures reads these from the registry, so a new method needs
+    # no edit there): display_name ("" = the registry name) and display_order (rows sort by it, then by name).
+    display_name: ClassVar[str] = ""
+    display_order: ClassVar[int] = 1000
     grpo_limit: ClassVar[Mapping[str, Any] | None] = None
     stress_options: ClassVar[Mapping[str, Any]] = {}
     min_group_size: ClassVar[int] = 1

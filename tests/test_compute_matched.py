@@ -1,0 +1,119 @@
+"""The compute-matched GRPO arm (paper_figures/compute_match.py) and method display names taken from the method
+classes: the arm's counted cost is within 10% of the grid's costliest method's, and both the arm and a method
+registered here appear under their display names in a table built from a stand-in runs folder."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+from workflow_fixtures.synthetic_runs import write_run
+
+from harness.config import load_config
+from harness.core import registry
+from methods.grpo import Grpo
+from paper_figures import render, tables
+from paper_figures.compute_match import COMPUTE_MATCHED, DISPLAY, arm_run_cost, run_cost, step_cost
+from paper_figures.grid import load_grid
+from paper_figures.load import load_runs
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def profile_with(tmp_path: Path, base: str, **grid) -> Path:
+    """A copy of config/<base>.yaml with grid keys replaced."""
+    raw = yaml.safe_load((REPO / "config" / f"{base}.yaml").read_text())
+    raw["grid"].update(grid)
+    path = tmp_path / f"{base}_cm.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def check_arm(grid) -> list:
+    """Every benchmark × seed has the arm, and its counted cost is within 10% of the costliest method's."""
+    arms = [r for r in grid.runs if r.label == COMPUTE_MATCHED]
+    assert {(r.benchmark, r.seed) for r in arms} == {(r.benchmark, r.seed) for r in grid.runs}
+    for arm in arms:
+        others = [r for r in grid.runs if r.benchmark == arm.benchmark and r.label != COMPUTE_MATCHED]
+        costliest = max(arm_run_cost(grid.profile_path, r.override_items()) for r in others)
+        planned = arm_run_cost(grid.profile_path, arm.override_items())
+        assert abs(planned - costliest) <= 0.10 * costliest, (arm.extra, planned, costliest)
+        cfg = load_config(grid.profile_path, arm.override_items())
+        assert cfg.method.name == "grpo" and cfg.run_dir.parts[-2] == COMPUTE_MATCHED  # its own run folder
+    return arms
+
+
+def test_default_grid_has_the_arm_within_ten_percent():
+    grid = load_grid("cpu", REPO / "config")
+    arms = check_arm(grid)
+    assert {"agentopsd", "hgpo", "gigpo", COMPUTE_MATCHED} <= set(grid.method_labels)
+    # a teacher method costs one more forward over the rows: 7/6 of GRPO at kl_coef > 0, so G 8 → 9, same steps
+    assert "rollout.group_size=9" in arms[0].extra and not any(e.startswith("train.steps") for e in arms[0].extra)
+
+
+def test_paper_profile_keeps_six_methods_and_plans_the_arm_when_asked(tmp_path):
+    paper = load_grid("paper", REPO / "config")
+    assert paper.method_labels == ["grpo", "grpo_opsd", "rlsd", "sdar", "stepopsd", "sharpo"]
+    added = ["grpo", "grpo_opsd", "rlsd", "sdar", "stepopsd", "sharpo", "gigpo", "hgpo", "agentopsd"]
+    check_arm(load_grid(str(profile_with(tmp_path, "paper", methods=added, compute_matched=True))))
+
+
+def test_small_groups_also_scale_the_steps(tmp_path):
+    path = profile_with(tmp_path, "cpu", methods=["grpo", "sharpo"], compute_matched=True)
+    raw = yaml.safe_load(path.read_text())
+    raw["rollout"]["group_size"] = 2  # 3/2 overshoots 7/6 by 29%: steps make up the rest
+    path.write_text(yaml.safe_dump(raw))
+    arms = check_arm(load_grid(str(path)))
+    assert any(e.startswith("train.steps=") for e in arms[0].extra)
+
+
+def test_no_arm_when_grpo_is_already_the_costliest(tmp_path):
+    grid = load_grid(str(profile_with(tmp_path, "cpu", methods=["grpo", "gigpo", "hgpo"], compute_matched=True)))
+    assert COMPUTE_MATCHED not in grid.method_labels
+
+
+def test_the_teacher_pass_is_one_forward_over_the_rows():
+    cfg = load_config(REPO / "config" / "cpu.yaml", ["method=grpo"])
+    row = cfg.rollout.max_prompt_tokens + cfg.rollout.max_response_tokens
+    assert step_cost(cfg, "skills") - step_cost(cfg, None) == row + getattr(cfg.rollout, "teacher_context_tokens", 0)
+    assert step_cost(cfg, None) == 6 * row  # generate, old log-probs, reference, update (forward + backward)
+    bigger = load_config(REPO / "config" / "cpu.yaml", ["method=grpo", "rollout.group_size=16"])
+    assert run_cost(bigger, None) == 2 * run_cost(cfg, None)
+
+
+@dataclass
+class _NoOptions:
+    pass
+
+
+class _StandIn(Grpo):
+    Config = _NoOptions
+    display_name = "Stand-in Method"
+    display_order = 12
+
+    def advantages(self, batch, step=0):  # pragma: no cover - never trained here
+        raise AssertionError
+
+
+def test_tables_take_display_names_from_the_method_class(tmp_path):
+    registry.register("standin_method")(_StandIn)
+    try:
+        runs = tmp_path / "runs"
+        for seed in range(2):
+            for label, p in [("grpo", 0.5), ("standin_method", 0.6), (COMPUTE_MATCHED, 0.55), ("sharpo", 0.7)]:
+                write_run(runs, "gates", label, seed, p)
+        results = load_runs(runs)
+        ctx = tables.Context(expected=results.runs[["benchmark", "method", "seed"]],
+                             reference=tables.load_reference())
+        _, display = tables.main_table(results, ctx)
+        names = list(display["Method"])
+        assert names.index("GRPO") < names.index("Stand-in Method") < names.index(DISPLAY) < names.index("SHARPO")
+        assert render.method_name("standin_method") == "Stand-in Method"
+    finally:
+        registry._REGISTRY.pop("standin_method", None)
+
+
+@pytest.mark.parametrize("name", ["agentopsd", "hgpo"])
+def test_new_methods_have_their_names_in_tables(name):
+    assert render.method_name(name) == {"agentopsd": "AgentOPSD", "hgpo": "HGPO"}[name]

@@ -16,7 +16,6 @@ from torch import Tensor
 
 from harness.core.batch import StepBatch
 from harness.core.registry import register
-from harness.core.typed import ConfigError
 from methods._segments import (
     dense_ids,
     masked_stats,
@@ -116,16 +115,6 @@ class AgentOpsd(GrpoBase):
     display_order = 65
     grpo_limit = {"mult_lambda": 0.0}
     stress_options = {"mult_lambda": 1.0, "mult_band": 0.9}
-
-    def __init__(self, config: AgentOpsdConfig | None = None):
-        super().__init__(config)
-        c = self.config
-        if not 0.0 <= c.mult_lambda <= 1.0 or not 0.0 <= c.mult_band < 1.0:
-            raise ConfigError("agentopsd: need 0 ≤ mult_lambda ≤ 1 and 0 ≤ mult_band < 1 (keeps sign(Ã) = sign(A)); "
-                              f"got mult_lambda={c.mult_lambda}, mult_band={c.mult_band}")
-        if not 0.0 < c.belief_decay_gamma <= 1.0 or not 0.0 < c.v0_prior < 1.0:
-            raise ConfigError("agentopsd: belief_decay_gamma must lie in (0, 1] and v0_prior in (0, 1); "
-                              f"got {c.belief_decay_gamma}, {c.v0_prior}")
 
     def multiplier(self, batch: StepBatch, adv: Tensor) -> tuple[Tensor, Tensor, dict[str, float]]:
         """(m_k per row, the belief V_k per row, diagnostics) of the turn-level belief recursion."""

@@ -19,15 +19,17 @@ import torch
 from torch import Tensor
 
 from harness.core.batch import StepBatch
+from harness.core.ranges import Checked
 from harness.core.registry import Method, register
-from harness.core.typed import ConfigError
 from methods._segments import dense_ids, group_mean_std, rollout_table, step_rank, to_tokens, token_counts
 from methods.gigpo import discounted_returns
 from methods.grpo import EPISODE_COLUMNS, advantage_diagnostics, episode_advantage
 
 
 @dataclass
-class HgpoConfig:
+class HgpoConfig(Checked):
+    section = "method"
+
     history_length: int = field(default=2, metadata={
         "help": "K: groups share the current observation and up to K earlier ones (run script: 2; 4 also run)",
         "range": ">= 0"})
@@ -79,12 +81,6 @@ class Hgpo(Method):
     display_order = 25
     keeps_sign = False  # not a reweighting of GRPO: the step-group advantages replace the episode advantage
     min_group_size = 2
-
-    def __init__(self, config: HgpoConfig | None = None):
-        super().__init__(config)
-        c = self.config
-        if not 0.0 <= c.gamma <= 1.0 or c.history_length < 0 or c.length_weight_alpha < 0:
-            raise ConfigError(f"hgpo: need gamma in [0, 1], history_length >= 0 and length_weight_alpha >= 0; got {c}")
 
     def advantages(self, batch: StepBatch, step: int = 0) -> tuple[Tensor, dict[str, float]]:
         self.check_batch(batch)

@@ -12,6 +12,7 @@ from workflow_fixtures.synthetic_runs import write_run
 
 from harness.config import load_config
 from harness.core import registry
+from harness.core.ranges import Checked
 from methods.grpo import Grpo
 from paper_figures import render, tables
 from paper_figures.compute_match import COMPUTE_MATCHED, DISPLAY, arm_run_cost, run_cost, step_cost
@@ -83,7 +84,7 @@ def test_the_teacher_pass_is_one_forward_over_the_rows():
 
 
 @dataclass
-class _NoOptions:
+class _NoOptions(Checked):
     pass
 
 

@@ -112,7 +112,7 @@ def test_tables_take_display_names_from_the_method_class(tmp_path):
         assert names.index("GRPO") < names.index("Stand-in Method") < names.index(DISPLAY) < names.index("SHARPO")
         assert render.method_name("standin_method") == "Stand-in Method"
     finally:
-        registry._REGISTRY.pop("standin_method", None)
+        registry.METHODS.unregister("standin_method")
 
 
 @pytest.mark.parametrize("name", ["agentopsd", "hgpo"])

@@ -31,7 +31,6 @@ from harness.policy.precision import MIXED_PRECISION, Precision  # noqa: F401  (
 
 # Rank 0 evaluates alone while the others wait, and rollouts of one rank may take longer than another's.
 PROCESS_GROUP_TIMEOUT = timedelta(hours=3)
-COMPUTE_DTYPE = "_harness_compute_dtype"  # set on a sharded model: the dtype its forward runs in
 
 
 def launch_rank() -> int:
@@ -110,7 +109,6 @@ def shard(model, device, compute_dtype: torch.dtype):
     for module in [m for m in model.modules() if type(m).__name__ in block_names]:
         fully_shard(module, mesh=mesh, mp_policy=policy)
     model = fully_shard(model, mesh=mesh, mp_policy=policy)
-    setattr(model, COMPUTE_DTYPE, compute_dtype)  # what an engine with its own weights receives (sync_weights)
     return model
 
 
@@ -317,24 +315,10 @@ def load_full_state(model, optimizer, model_state: dict, optimizer_state: dict) 
     set_optimizer_state_dict(model, optimizer, optimizer_state, options=options)
 
 
-class _FullWeights:
-    """What an engine with its own copy of the weights (vLLM) reads: the full tensors, in the compute dtype."""
-
-    def __init__(self, model, dtype: torch.dtype):
-        self._state = {name: (t.full_tensor() if hasattr(t, "full_tensor") else t).to(dtype)
-                       for name, t in model.state_dict().items()}
-
-    def state_dict(self) -> dict:
-        return self._state
-
-
 def sync_weights(backend, model) -> None:
-    """``backend.sync_weights(model)``; an engine that holds its own weights gets the full tensors of a sharded
-    model in its compute dtype (every rank gathers them). A backend that generates on the module itself (hf)
-    needs nothing gathered."""
-    if is_sharded(model) and getattr(backend, "model", None) is not model:
-        backend.sync_weights(_FullWeights(model, getattr(model, COMPUTE_DTYPE, torch.float32)))
-        return
+    """``backend.sync_weights(model)`` on every rank: an engine with its own weights streams a sharded model's
+    full tensors one at a time (harness/policy/engine_weights.py, a collective per tensor); a backend that
+    generates on the module itself (hf) has nothing to do."""
     backend.sync_weights(model)
 
 

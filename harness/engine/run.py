@@ -139,7 +139,7 @@ def _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, meth
         # non-reentrant: gradients reach a LoRA adapter inside a checkpointed block although the frozen base's
         # inputs need no gradient (the reentrant variant drops them)
         policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    backend = make_backend(engine_config(cfg), policy, tokenizer, accelerator.device, precision)
+    backend = make_backend(engine_config(cfg), policy, tokenizer, accelerator.device, precision, seed=seeds.sampling)
     teacher = (TeacherScorer(policy, tokenizer, cfg.benchmark, cfg.rollout.max_prompt_tokens, cfg.train.ppo_micro_batch,
                              precision) if method.teacher is not None else None)
     envs = VectorEnv(benchmark.make_env, num_workers=cfg.rollout.env_workers)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -54,13 +55,21 @@ class GenerationBackend(Protocol):
         ...
 
 
-def make_backend(cfg, model, tokenizer, device, precision=None) -> GenerationBackend:
+def backend_class(name: str):
+    """The class registered for ``name`` in :data:`BACKENDS` (its module imports no engine package)."""
+    if name not in BACKENDS:
+        raise ValueError(f"backend {name!r} is not accepted; choose one of {list(BACKENDS)}")
+    module, _, attr = BACKENDS[name].partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def make_backend(cfg, model, tokenizer, device, precision=None, seed: int | None = None) -> GenerationBackend:
     """Build the backend named by ``cfg.name`` (a :class:`harness.config.BackendConfig`), generating in the compute
-    dtype of ``precision`` (a :class:`harness.policy.precision.Precision`; None = the module's own dtype)."""
-    if cfg.name not in BACKENDS:
-        raise ValueError(f"backend {cfg.name!r} is not accepted; choose one of {list(BACKENDS)}")
-    module, _, name = BACKENDS[cfg.name].partition(":")
-    return getattr(importlib.import_module(module), name).from_config(cfg, model, tokenizer, device, precision)
+    dtype of ``precision`` (a :class:`harness.policy.precision.Precision`; None = the module's own dtype).
+    ``seed`` (the run's sampling seed) reaches a backend whose ``from_config`` takes one (an engine seeded once)."""
+    cls = backend_class(cfg.name)
+    extra = {"seed": seed} if seed is not None and "seed" in inspect.signature(cls.from_config).parameters else {}
+    return cls.from_config(cfg, model, tokenizer, device, precision, **extra)
 
 
 def engine_config(cfg):

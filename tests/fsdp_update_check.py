@@ -76,10 +76,13 @@ def main(out: str, overrides: list[str]) -> None:
 
 
 class _EngineWithOwnWeights:
-    """A stand-in for the vLLM backend: it keeps the state dict it is synced with."""
+    """A stand-in for the vLLM backend: it keeps what it is synced with, received as the backend receives it
+    (harness/policy/engine_weights.py: one full tensor at a time)."""
 
     def sync_weights(self, model) -> None:
-        self.state = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+        from harness.policy.engine_weights import stream_weights
+
+        self.state = {name: tensor.clone() for name, tensor in stream_weights(model, torch.float32)}
 
     def max_abs_diff(self, sharded) -> float:
         """How far the received full tensors are from the shards this rank holds (their rows of each tensor)."""

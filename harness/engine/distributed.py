@@ -19,6 +19,7 @@ Nothing here branches on a method.
 """
 from __future__ import annotations
 
+import copy
 import os
 from contextlib import contextmanager
 from datetime import timedelta
@@ -89,27 +90,64 @@ def prepare(accelerator, cfg, model, make_optimizer: Callable[[Any], torch.optim
     return model, make_optimizer(model.parameters())
 
 
-def shard(model, device, compute_dtype: torch.dtype):
-    """``fully_shard`` each decoder layer (transformers' ``_no_split_modules``) and then the whole model.
+def shard(model, device, compute_dtype: torch.dtype, trainable: bool = True):
+    """``fully_shard`` each decoder layer (transformers' ``_no_split_modules``) and then the whole model; returns
+    the sharded module (a new one: ``model`` itself is left as it was).
+
+    The weights come from rank 0 alone (verl's ``fsdp2_load_full_state_dict``): the other ranks may pass a model
+    built on the meta device (:func:`loads_on_meta`), so no rank but 0 ever holds a full copy. The sharded module
+    is built from a meta twin of ``model`` (nothing copied), its shards allocated on ``device``, and rank 0's full
+    tensors broadcast one at a time, each rank keeping its shard (``set_model_state_dict`` with
+    ``broadcast_from_rank0``); the buffers, which the state dict leaves out (rotary frequencies), are broadcast too.
 
     Trained parameters are held in fp32 (master weights, as verl keeps them) and FSDP casts the gathered copies
-    to ``compute_dtype`` for forward and backward; gradients are reduced in fp32."""
+    to ``compute_dtype`` for forward and backward; gradients are reduced in fp32. ``trainable=False`` shards a
+    frozen copy (the KL reference) of the same weights."""
     import torch.distributed as dist
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    model = model.to(device)
-    for param in model.parameters():
+    source = dist.get_rank() == 0
+    full_state = dict(model.state_dict()) if source else {}  # rank 0's full tensors, referenced, not copied
+    buffers = {name: buf for name, buf in model.named_buffers()} if source else {}
+    twin = meta_copy(model)
+    if not trainable:
+        twin.eval().requires_grad_(False)
+    for param in twin.parameters():
         if param.requires_grad and param.dtype != torch.float32:
             param.data = param.data.float()
     policy = (MixedPrecisionPolicy() if compute_dtype == torch.float32
               else MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32))
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
-    block_names = set(getattr(model, "_no_split_modules", None) or ())
-    for module in [m for m in model.modules() if type(m).__name__ in block_names]:
+    block_names = set(getattr(twin, "_no_split_modules", None) or ())
+    for module in [m for m in twin.modules() if type(m).__name__ in block_names]:
         fully_shard(module, mesh=mesh, mp_policy=policy)
-    model = fully_shard(model, mesh=mesh, mp_policy=policy)
-    return model
+    twin = fully_shard(twin, mesh=mesh, mp_policy=policy)
+    twin.to_empty(device=device)
+    set_model_state_dict(twin, full_state, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+    with torch.no_grad():
+        for name, buf in twin.named_buffers():
+            if source:
+                buf.copy_(buffers[name])
+            dist.broadcast(buf, src=0)
+    return twin
+
+
+def meta_copy(module: torch.nn.Module) -> torch.nn.Module:
+    """A copy of ``module`` whose parameters and buffers are on the meta device (no memory; ties kept)."""
+    memo: dict = {}
+    for param in module.parameters():
+        memo[id(param)] = torch.nn.Parameter(torch.empty_like(param, device="meta"), requires_grad=param.requires_grad)
+    for buf in module.buffers():
+        memo[id(buf)] = torch.empty_like(buf, device="meta")
+    return copy.deepcopy(module, memo)
+
+
+def loads_on_meta(cfg) -> bool:
+    """Whether this process builds its model on the meta device and receives its weights from rank 0 at sharding
+    (:func:`shard`): every rank but 0 of an FSDP launch."""
+    return cfg.train.strategy == "fsdp" and launch_rank() != 0
 
 
 def is_sharded(model) -> bool:

@@ -128,8 +128,11 @@ def _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, meth
     # Loaded on the CPU: the reference is copied from it there (an offloaded copy never visits the GPU), then
     # accelerator.prepare moves the policy to the device and gives its forward the compute-dtype autocast (FSDP:
     # distributed.prepare shards it over the ranks' devices).
+    # FSDP: rank 0 alone loads the weights; the other ranks build the model on the meta device and receive theirs
+    # when it is sharded (distributed.shard), so a node holds one full copy, not one a rank
+    load_on = "meta" if distributed.loads_on_meta(cfg) else "cpu"
     with accelerator.main_process_first():  # distributed: rank 0 builds a missing tiny model, the others load it
-        model, tokenizer, model_dir = prepare_policy(cfg, benchmark, "cpu", log=log)
+        model, tokenizer, model_dir = prepare_policy(cfg, benchmark, load_on, log=log)
     reference = None if evaluate_only else build_reference(cfg, model, precision, accelerator.device)
     model, optimizer = distributed.prepare(accelerator, cfg, model, lambda params: torch.optim.AdamW(
         [p for p in params if p.requires_grad], lr=cfg.train.lr, weight_decay=cfg.train.weight_decay))  # all, or LoRA's

@@ -81,6 +81,8 @@ def test_one_sharded_update_equals_one_process(smoke_run, work):
         assert report["metric_abs_diff"][key] < 1e-5, (key, report["metric_abs_diff"])
     assert report["weight_max_abs_change"] > 1e-3  # the update moved the weights, so the comparison means something
     assert report["weight_max_abs_diff"] < 1e-5
+    assert report["teacher_max_abs_diff"] < 1e-5  # the teacher pass split over the ranks = one process's
+    assert sum(report["teacher_forward_rows"]) < 1.5 * report["rows"]  # each rank about half, not all of them
     assert report["engine_weights_max_abs_diff"] == [0.0, 0.0]  # an engine with its own weights gets the full ones
     assert report["checkpoint_max_abs_diff"] == 0.0  # the full state saved by rank 0 restores exactly
 

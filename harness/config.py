@@ -95,7 +95,9 @@ class RolloutConfig:
         "help": "require <think>...</think> before <action>...</action>; every benchmark's prompt follows it"})
     require_admissible: bool = field(default=False, metadata={
         "help": "an action outside the admissible list counts as invalid"})
-    env_workers: int = field(default=4, metadata={"help": "worker processes stepping envs; 0 = in this process", "range": ">= 0"})
+    env_workers: int = field(default=4, metadata={
+        "help": "worker processes stepping envs, for the whole job (train.strategy=fsdp: split over the ranks); "
+                "0 = in this process", "range": ">= 0"})
     generation_batch: int = field(default=64, metadata={"help": "envs generated for in one backend call", "range": ">= 1"})
 
 

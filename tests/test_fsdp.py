@@ -125,3 +125,15 @@ def test_the_workflow_launches_fsdp_runs_with_torchrun():
     assert train_command("py", "single", 8) == "py -m harness train"
     assert train_command("py", "fsdp", 8) == "py -m torch.distributed.run --standalone --nproc_per_node 8 -m harness train"
     assert train_command("py", "fsdp", 0).endswith("--nproc_per_node 1 -m harness train")
+
+
+def test_env_workers_are_the_jobs_total_split_over_the_ranks(monkeypatch):
+    paper = load_config(ROOT / "config" / "paper.yaml")
+    assert paper.rollout.env_workers == 16
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    assert distributed.env_workers(paper) == 2  # 16 ALFWorld processes on the node, not 128
+    monkeypatch.setenv("WORLD_SIZE", "32")
+    assert distributed.env_workers(paper) == 1
+    assert distributed.env_workers(load_config(ROOT / "config" / "smoke.yaml")) == 0  # in-process stays so
+    monkeypatch.delenv("WORLD_SIZE")
+    assert distributed.env_workers(paper) == 16

@@ -57,6 +57,13 @@ def launch_problem(cfg) -> str | None:
     return None
 
 
+def env_workers(cfg) -> int:
+    """Env worker processes of this process: ``rollout.env_workers`` is the job's total, split over the ranks of
+    an FSDP launch (each rank steps only its share of the tasks), at least one each; 0 stays 0 (in-process envs)."""
+    total = cfg.rollout.env_workers
+    return total if total == 0 else max(1, total // launch_world_size())
+
+
 def device_type(cfg) -> str:
     if cfg.train.device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"

@@ -145,7 +145,7 @@ def _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, meth
     backend = make_backend(engine_config(cfg), policy, tokenizer, accelerator.device, precision, seed=seeds.sampling)
     teacher = (TeacherScorer(policy, tokenizer, cfg.benchmark, cfg.rollout.max_prompt_tokens, cfg.train.ppo_micro_batch,
                              precision) if method.teacher is not None else None)
-    envs = VectorEnv(benchmark.make_env, num_workers=cfg.rollout.env_workers)
+    envs = VectorEnv(benchmark.make_env, num_workers=distributed.env_workers(cfg))  # FSDP: the rank's share
     accelerator.wait_for_everyone()  # distributed: every rank has read the folder before rank 0 changes it
     if not evaluate_only and accelerator.is_main_process:  # everything is built: the first write to the run folder
         if plan.action == "fresh" and run_dir.exists():

@@ -79,6 +79,9 @@ class BackendConfig:
                 "rollout.max_response_tokens)", "range": ">= 1"})
     enforce_eager: bool = field(default=False, metadata={
         "help": "vllm: skip CUDA-graph capture (faster start, slower decode)"})
+    sleep_level: int = field(default=1, metadata={
+        "help": "vllm: 1 = the sleeping engine's weights go to CPU memory and back; 2 = they are discarded (the sync "
+                "rewrites them), checked against the trainer's log-probs after every sync", "range": "[1, 2]"})
 
 
 @dataclass

@@ -32,7 +32,12 @@ class RecordingLLM:
         RecordingLLM.calls.append("LLM")
         RecordingLLM.instances.append(self)
 
+    probe_answer = None  # ids -> the prompt log-probs a probe request gets (a test sets it)
+
     def generate(self, prompts, params, use_tqdm=False, lora_request=None):
+        if not isinstance(params, list):  # one SamplingParams: the level-2 probe's prompt log-probs
+            self.calls.append("probe")
+            return [SimpleNamespace(prompt_logprobs=RecordingLLM.probe_answer(prompts[0]["prompt_token_ids"]))]
         self.calls.append("generate")
         self.lora_requests.append(lora_request)
         ids = [10, 11, 12, params[0].stop_token_ids[0]]
@@ -68,7 +73,7 @@ def fake_vllm(monkeypatch):
     full tensor and choosing a GPU are recorded in the same call log."""
     import harness.policy.engine_weights as engine_weights
 
-    RecordingLLM.calls, RecordingLLM.instances = [], []
+    RecordingLLM.calls, RecordingLLM.instances, RecordingLLM.probe_answer = [], [], None
     gather = engine_weights.full
     monkeypatch.setattr(engine_weights, "full", lambda t: (RecordingLLM.calls.append("gather"), gather(t))[1])
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: RecordingLLM.calls.append("empty_cache"))
@@ -152,3 +157,25 @@ def test_the_backend_checks_the_version_before_building_an_engine(tmp_path, fake
     with pytest.raises(ImportError, match="vLLM 0.34.0 is installed"):
         make_backend(engine_config(toy_config(tmp_path, backend={"name": "vllm"})), model, None, "cpu")
     assert RecordingLLM.instances == []
+
+
+@pytest.mark.parametrize("engine_error", [0.0, 3.0])
+def test_sleep_level_2_is_checked_against_the_trainers_logprobs_after_each_sync(tmp_path, fake_vllm, engine_error):
+    from harness.engine.run import open_run
+    from harness.policy.backends import vllm_probe
+
+    ctx = open_run(toy_config(tmp_path, backend={"name": "vllm", "sleep_level": 2}))
+    prompt, response = vllm_probe.probe_ids(ctx.tokenizer)
+    trainer = vllm_probe.trainer_logprobs(ctx.model, prompt, response, ctx.precision)
+    RecordingLLM.probe_answer = lambda ids: [None] * len(prompt) + [
+        {token: SimpleNamespace(logprob=float(lp) - engine_error)} for token, lp in zip(response, trainer)]
+    ctx.backend.sleep()
+    assert RecordingLLM.calls[-1] == "sleep(level=2)"  # the weights are discarded, not copied to the CPU
+    if engine_error:
+        with pytest.raises(RuntimeError, match="differ from the trainer's by 3.000 nats.*backend.sleep_level=1"):
+            ctx.backend.sync_weights(ctx.model)
+    else:
+        ctx.backend.sync_weights(ctx.model)
+        assert ctx.backend.probe_gaps == [pytest.approx(0.0, abs=1e-6)]
+        assert collapse(RecordingLLM.calls)[-4:] == ["reload_weights", "empty_cache", "wake_up(['kv_cache'])", "probe"]
+    ctx.close("FINISHED")

@@ -17,7 +17,8 @@ in 0.16; before that ``reload_weights()`` re-read the checkpoint from disk).
   freed) so the update has the GPU; before the weight sync only the weights are
   woken (``wake_up(tags=["weights"])``), and the KV cache is reallocated just before the next generation
   (``wake_up(tags=["kv_cache"])``). Per step: generate → sleep → update → wake weights → sync → wake KV → generate.
-  Before every wake, ``gc.collect()`` and ``torch.cuda.empty_cache()`` hand PyTorch's cached-but-free blocks
+  ``backend.sleep_level: 2`` discards the weights instead (the sync rewrites them), checked after every sync
+  against the trainer's log-probs (:mod:`harness.policy.backends.vllm_probe`). Before every wake, ``gc.collect()`` and ``torch.cuda.empty_cache()`` hand PyTorch's cached-but-free blocks
   (activations, logits, gradients of the update) back to the driver: vLLM's allocator empties that cache when the
   engine sleeps, not when it wakes, and without it the engine's own allocations meet a full GPU (TRL and verl
   clear it before every wake for the same reason). On a CPU, vLLM has no sleep mode (``enable_sleep_mode`` is
@@ -175,6 +176,9 @@ class VLLMBackend:
         self.stop_ids = stop_token_ids(tokenizer)
         self.asleep: set[str] = set()  # the parts of the engine now released: "weights", "kv_cache"
         self.dtype = precision.compute if precision is not None else _DTYPE_NAMES.get(model.dtype, "auto")
+        self.precision = precision
+        self.sleep_level = getattr(cfg, "sleep_level", 1)
+        self.probe_gaps: list[float] = []  # level 2: the log-prob check after each sync (vllm_probe.py)
         self.lora_request = None  # the adapter the engine generates with (LoRA policies), replaced at every sync
         self._adapters = 0
         extra = dict(launch)
@@ -223,7 +227,7 @@ class VLLMBackend:
         if self.asleep == {"weights", "kv_cache"}:
             return
         self._wake("weights", "kv_cache")  # half awake (a sync without a generate since): whole again first
-        self.llm.sleep(level=1)
+        self.llm.sleep(level=self.sleep_level)
         self.asleep = {"weights", "kv_cache"}
 
     def _wake(self, *tags: str) -> None:
@@ -258,6 +262,18 @@ class VLLMBackend:
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True})
         if "kv_cache" not in self.asleep:
             self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights (sleep drops them)
+        self._check_level_2(model)
+
+    def _check_level_2(self, model) -> None:
+        """Under ``sleep_level`` 2, score a probe on the engine and the trainer and stop on a gap (vllm_probe.py)."""
+        if self.sleep_level != 2:
+            return
+        from harness.policy.backends import vllm_probe
+        from harness.policy.precision import Precision
+
+        self._wake("kv_cache")  # the probe needs it; the next generate would wake it anyway
+        self.probe_gaps.append(vllm_probe.check(self.llm, model, self.tokenizer, self.precision or Precision(),
+                                                self.lora_request))
 
     def _swap_adapter(self, model) -> None:
         """Write the adapter to a fresh folder and point the next generations at it under a new id (vLLM caches
@@ -274,6 +290,7 @@ class VLLMBackend:
             shutil.rmtree(previous.lora_path, ignore_errors=True)
         if "kv_cache" not in self.asleep:
             self.llm.reset_prefix_cache()
+        self._check_level_2(model)
 
 
 def row_seed(seed: int, row: int) -> int:

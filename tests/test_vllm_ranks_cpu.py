@@ -31,4 +31,5 @@ def test_each_rank_runs_its_own_engine_under_the_external_launcher(tmp_path):
         assert all(n > 0 for n in report["generated"])
         assert report["sync_changed"] > 0.05  # the streamed sync reached the engine
         assert report["engine_vs_trainer"] < 1e-3  # and it now scores as the trainer does
+        assert len(report["probe_gaps"]) == 1 and report["probe_gaps"][0] < 1e-3  # level 2's check, real engine
     assert ranks[0]["seed"] != ranks[1]["seed"]

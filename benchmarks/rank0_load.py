@@ -62,7 +62,8 @@ def rank_main(folder: Path, out: Path) -> None:
         saved = load_file(folder / "model.safetensors")
         diff = max(float((full[name] - tensor).abs().max()) for name, tensor in saved.items())
     del full
-    report = {"rank": rank, "built_on_meta": on_meta, "peak_rss_mib": peak_mib, "start_rss_mib": start_mib, "local_parameters": local,
+    report = {"rank": rank, "built_on_meta": on_meta, "peak_rss_mib": peak_mib, "start_rss_mib": start_mib,
+              "local_parameters": local,
               "parameters": total, "max_abs_diff_to_folder": diff}
     (out / f"rank{rank}.json").write_text(json.dumps(report))
     dist.destroy_process_group()
@@ -92,7 +93,8 @@ def measure(hidden: int, layers: int) -> dict:
         ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
     fp32_mib = parameters * 4 / 2**20
     growth = [r["peak_rss_mib"] - r["start_rss_mib"] for r in ranks]
-    return {"parameters": parameters, "fp32_mib": fp32_mib, "gap_mib": ranks[0]["peak_rss_mib"] - ranks[1]["peak_rss_mib"],
+    gap = ranks[0]["peak_rss_mib"] - ranks[1]["peak_rss_mib"]
+    return {"parameters": parameters, "fp32_mib": fp32_mib, "gap_mib": gap,
             "growth_mib": growth, "ranks": ranks,
             # rank 1 never held a full copy (its growth is its half shard plus one tensor in flight); rank 0 did
             "ok": (growth[1] < 0.75 * fp32_mib <= 0.75 * growth[0] and ranks[1]["built_on_meta"]

@@ -25,8 +25,8 @@ def importable(name: str) -> bool:
 
 def check_start_up(cfg, training: bool = True) -> None:
     """Raise :class:`StartupError` naming every problem; ``training`` also checks the memory plan on CUDA."""
-    problems = [p for p in (_backend(cfg), _strategy(cfg), _model(cfg), _device(cfg), _precision(cfg), _lora(cfg), _tracking(cfg),
-                            _benchmark_data(cfg)) if p]
+    checks = (_backend, _strategy, _model, _device, _precision, _lora, _tracking, _benchmark_data)
+    problems = [p for p in (check(cfg) for check in checks) if p]
     if problems:
         raise StartupError("; ".join(problems))
     if training:

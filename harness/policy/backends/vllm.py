@@ -18,7 +18,8 @@ in 0.16; before that ``reload_weights()`` re-read the checkpoint from disk).
   woken (``wake_up(tags=["weights"])``), and the KV cache is reallocated just before the next generation
   (``wake_up(tags=["kv_cache"])``). Per step: generate → sleep → update → wake weights → sync → wake KV → generate.
   ``backend.sleep_level: 2`` discards the weights instead (the sync rewrites them), checked after every sync
-  against the trainer's log-probs (:mod:`harness.policy.backends.vllm_probe`). Before every wake, ``gc.collect()`` and ``torch.cuda.empty_cache()`` hand PyTorch's cached-but-free blocks
+  against the trainer's log-probs (:mod:`harness.policy.backends.vllm_probe`). Before every wake,
+  ``gc.collect()`` and ``torch.cuda.empty_cache()`` hand PyTorch's cached-but-free blocks
   (activations, logits, gradients of the update) back to the driver: vLLM's allocator empties that cache when the
   engine sleeps, not when it wakes, and without it the engine's own allocations meet a full GPU (TRL and verl
   clear it before every wake for the same reason). On a CPU, vLLM has no sleep mode (``enable_sleep_mode`` is

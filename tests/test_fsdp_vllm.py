@@ -18,9 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 STAND_IN = ROOT / "tests" / "stand_in_vllm"
 
 
-@pytest.fixture(scope="module")
-def launched(tmp_path_factory) -> tuple[Path, list[list[dict]]]:
-    work = tmp_path_factory.mktemp("fsdp_vllm")
+def _launch(work: Path, *overrides: str) -> list[list[dict]]:
     (work / "log").mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RANK", "WORLD_SIZE")}
     env.update(HF_HUB_OFFLINE="1", STAND_IN_VLLM_LOG=str(work / "log"),
@@ -28,11 +26,16 @@ def launched(tmp_path_factory) -> tuple[Path, list[list[dict]]]:
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m",
                "harness", "train", "--config", "config/smoke.yaml", "train.strategy=fsdp", "backend.name=vllm",
                "model.dtype=float32", "tracking.enabled=false", "eval.panel_size=2", "alfworld.max_steps=4",
-               f"output_dir={work}/runs", f"model.cache_dir={work}/models"]
+               f"output_dir={work}/runs", f"model.cache_dir={work}/models", *overrides]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
-    logs = [[json.loads(line) for line in (work / "log" / f"rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)]
-    return work, logs
+    return [[json.loads(line) for line in (work / "log" / f"rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)]
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory) -> tuple[Path, list[list[dict]]]:
+    work = tmp_path_factory.mktemp("fsdp_vllm")
+    return work, _launch(work)
 
 
 def _events(log: list[dict]) -> list[str]:
@@ -82,3 +85,27 @@ def test_every_sync_streams_the_full_tensors_every_rank_alike(launched):
         for name, tensor in final.items():
             assert last[name]["shape"] == list(tensor.shape)  # the full tensor, not this rank's shard
             assert last[name]["sum"] == pytest.approx(float(tensor.double().sum()), rel=1e-6, abs=1e-6)
+
+
+def test_under_lora_every_rank_hands_its_engine_the_whole_adapter(tmp_path):
+    """LoRA + FSDP: no weights are synced (the base is frozen); each rank writes the full (gathered) adapter, under
+    peft's names, and generates with it. The ranks' adapters of one sync are the same; rank 0's last (its final
+    evaluation's) is the adapter it checkpointed."""
+    logs = _launch(tmp_path, "model.lora_rank=4", "model.lora_alpha=8")
+    state = torch.load(tmp_path / "runs" / "alfworld" / "grpo" / "seed0" / "checkpoint.pt", weights_only=False)["model"]
+    final = {name.replace(".default.", "."): tensor for name, tensor in state.items() if ".lora_" in name}
+    by_id = []
+    for log in logs:
+        assert not any(e["event"] in ("reload_weights", "load") for e in log)
+        (llm,) = [e for e in log if e["event"] == "LLM"]
+        assert llm["kwargs"]["enable_lora"] is True and llm["kwargs"]["max_lora_rank"] == 8
+        adapters = [e["adapter"] for e in log if e["event"] == "generate"]
+        assert adapters and all(a is not None for a in adapters)
+        by_id.append({a["id"]: a for a in adapters})
+        for adapter in adapters:  # peft's names, full shapes (gathered from both ranks' shards)
+            assert adapter["shapes"] == {name: list(t.shape) for name, t in final.items()}
+    shared = by_id[0].keys() & by_id[1].keys()
+    assert len(shared) >= 2 and all(by_id[0][i]["sums"] == by_id[1][i]["sums"] for i in shared)
+    last = by_id[0][max(by_id[0])]
+    for name, tensor in final.items():
+        assert last["sums"][name] == pytest.approx(float(tensor.double().sum()), rel=1e-6, abs=1e-6)

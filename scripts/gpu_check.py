@@ -5,6 +5,11 @@ Cases (one H200, 139 GiB; torch, transformers, accelerate and peft, no vLLM, no 
   1.5b-full  Qwen2.5-1.5B's shape (hidden 1536, 28 layers, 12 heads / 2 KV heads, vocabulary 151,936, tied
              embeddings), full fine-tune
   7b-lora    Qwen2.5-7B-Instruct's shape (harness/model_configs/Qwen2.5-7B-Instruct.json), LoRA rank 64
+  1.5b-fsdp1 the 1.5B shape, full fine-tune, train.strategy=fsdp on one rank through torchrun, rows of 2,560
+             tokens (64 of prompt + 2,496 of response), one step
+
+Models, tokenizers and runs (a 7B folder is 15 GB, its checkpoint more) are written to /dev/shm, else $TMPDIR,
+and removed after each case; only gpu_check.json goes to $OUT. Time: an estimate from its parts, not measured.
 
 Everything is built here: a byte-level BPE tokenizer trained on the Gates benchmark's own prompts (as
 harness/policy/models.py builds the tiny one; the models keep their real vocabulary size, so sampled ids beyond the
@@ -38,10 +43,17 @@ QWEN_1_5B = dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
                  rms_norm_eps=1e-6, max_position_embeddings=32768)
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             vocab_size=1024, tie_word_embeddings=False, max_position_embeddings=2048)
-CASES = {  # name: (shape on a GPU, shape on the CPU dry run, overrides)
-    "1.5b-full": (QWEN_1_5B, TINY, ["model.lora_rank=0"]),
-    "7b-lora": ("shipped", TINY, ["model.lora_rank=64", "model.lora_alpha=64"]),
+CASES = {  # name: (shape on a GPU, shape on the CPU dry run, overrides, torchrun ranks or 0)
+    "1.5b-full": (QWEN_1_5B, TINY, ["model.lora_rank=0"], 0),
+    "7b-lora": ("shipped", TINY, ["model.lora_rank=64", "model.lora_alpha=64"], 0),
+    # train.strategy=fsdp on one rank through torchrun (the paper profile's code path: sharding from rank 0's
+    # weights, FSDP units, reduce-scatter) with rows of 2,560 tokens, the paper's 2,048 + 512: Gates prompts are
+    # ~100 tokens, so the rows' length comes from the responses (a random model runs them to the limit)
+    "1.5b-fsdp1": (QWEN_1_5B, TINY, ["model.lora_rank=0", "train.strategy=fsdp", "grid.gpus=1", "train.steps=1",
+                                     "rollout.tasks_per_step=4", "train.ppo_micro_batch=8", "train.ppo_mini_batch=8",
+                                     "rollout.max_prompt_tokens=64"], 1),
 }
+FSDP_ROW_TOKENS = 2560  # the paper's max_prompt_tokens + max_response_tokens
 TOKENIZER_VOCAB = 300  # bytes + a few merges: Gates prompts come out at ~95-110 tokens, all cut to 64
 
 
@@ -50,7 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu-dry-run", action="store_true",
                         help="tiny shapes on the CPU (the test of the default run)")
     parser.add_argument("--out", default=os.environ.get("OUT") or "results/gpu_check",
-                        help="folder for models, runs, results (default: $OUT, else results/gpu_check)")
+                        help="folder for gpu_check.json (default: $OUT, else results/gpu_check); models and runs go to "
+                             "/dev/shm, else $TMPDIR, and are removed after each case")
     parser.add_argument("--only", choices=sorted(CASES), action="append", help="run this case only (repeatable)")
     parser.add_argument("--response-tokens", type=int, default=None, help="max_response_tokens (GPU 256, CPU 8)")
     args = parser.parse_args(argv)
@@ -61,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
         print("gpu_check: torch sees no CUDA GPU; pass --cpu-dry-run to run the same path on the CPU", file=sys.stderr)
         return 2
     out = Path(args.out).resolve()
-    work = out / "work"  # models and runs: deleted after each case (a 7B folder is 15 GB)
+    scratch_dir = scratch()
+    work = scratch_dir / "work"  # models and runs: deleted after each case (a 7B folder is 15 GB); never in $OUT
     results, failed = [], []
     out.mkdir(parents=True, exist_ok=True)
     for name in args.only or list(CASES):
@@ -79,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
         # written after each case, so the script's timeout keeps what finished
         (out / "gpu_check.json").write_text(json.dumps(results + failed, indent=2))
+    shutil.rmtree(scratch_dir, ignore_errors=True)
     print(f"\n{'case':<10} {'plan GiB':>9} {'measured GiB':>13} {'gen tok/s':>10} {'update tok/s':>13}")
     for r in results:
         measured = f"{r['measured_peak_gib']:.2f}" if r["measured_peak_gib"] is not None else "n/a (CPU)"
@@ -88,18 +103,31 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
+def scratch() -> Path:
+    """Where the large files go: memory-backed /dev/shm where it is writable, else $TMPDIR (a folder of its own)."""
+    import tempfile
+
+    shm = Path("/dev/shm")
+    return Path(tempfile.mkdtemp(prefix="gpu_check-", dir=str(shm) if shm.is_dir() and os.access(shm, os.W_OK)
+                                 else None))
+
+
 def run_case(name: str, cuda: bool, work: Path, response_tokens: int) -> dict:
     from harness import memory_plan
     from harness.config import load_config
 
-    gpu_shape, cpu_shape, extra = CASES[name]
+    gpu_shape, cpu_shape, extra, ranks = CASES[name]
+    if ranks:  # the rows are as long as the paper's: the response takes what the prompt does not
+        response_tokens = (FSDP_ROW_TOKENS if cuda else 80) - 64  # the CPU dry run: 16 tokens
     model_dir = build_model(gpu_shape if cuda else cpu_shape, work / f"model-{name}", cuda)
     overrides = run_overrides(model_dir, work / "runs", cuda, response_tokens) + extra
     cfg = load_config(REPO / "config" / "cpu.yaml", overrides)
     gpu_gib = memory_plan.device_gib() if cuda else 139.0  # the dry run plans for the H200 it stands in for
     plan = memory_plan.make_plan(cfg, gpu_gib)
     print(f"\n=== {name}\n{plan.table()}\n{plan.peak_line()}", flush=True)
-    command = [sys.executable, "-m", "harness", "train", "--config", str(REPO / "config" / "cpu.yaml"), "--force",
+    launcher = ([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(ranks)]
+                if ranks else [sys.executable])
+    command = [*launcher, "-m", "harness", "train", "--config", str(REPO / "config" / "cpu.yaml"), "--force",
                *overrides]
     done = subprocess.run(command, cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"}, text=True,
                           capture_output=True)
@@ -120,7 +148,8 @@ def run_case(name: str, cuda: bool, work: Path, response_tokens: int) -> dict:
         "measured_peak_gib": round(max(measured), 2) if measured else None,
         "generation_tok_s": sum(r["train/response_tokens"] for r in rows) / sum(r["time/generation_s"] for r in rows),
         "update_tok_s": sum(r["train/tokens"] for r in rows) / sum(r["time/update_s"] for r in rows),
-        "rows_per_step": [r["train/rows"] for r in rows],
+        "rows_per_step": [r["train/rows"] for r in rows], "strategy": cfg.train.strategy,
+        "row_tokens_limit": cfg.rollout.max_prompt_tokens + cfg.rollout.max_response_tokens,
     }
 
 

@@ -56,6 +56,15 @@ def main(out: str, overrides: list[str]) -> None:
     advantages = torch.randn(batch.response_mask.shape, generator=torch.Generator().manual_seed(0))
     advantages = advantages * batch.response_mask
     report.update(rows=batch.num_rows, micro_batches=-(-batch.num_rows // micro))
+    rows_run = []  # the rows of every forward this rank runs in the teacher pass
+    hook = ctx.model.register_forward_pre_hook(
+        lambda module, args, kwargs: rows_run.append(len((args or [kwargs.get("input_ids")])[0])), with_kwargs=True)
+    teacher = teacher_logprobs(ctx, ctx.model, batch, trajs)  # each rank its share of the micro-batches, gathered
+    hook.remove()
+    report["teacher_forward_rows"] = distributed.gather_objects(acc, sum(rows_run))
+    if main_rank:
+        single_teacher = teacher_logprobs(ctx, single, batch, trajs)
+        report["teacher_max_abs_diff"] = float((single_teacher - teacher).abs().max())
 
     start = time.perf_counter()
     sharded = ppo_update(ctx.model, ctx.optimizer, acc, batch, advantages, ctx.method, cfg.train, 0, 7)
@@ -76,10 +85,13 @@ def main(out: str, overrides: list[str]) -> None:
 
 
 class _EngineWithOwnWeights:
-    """A stand-in for the vLLM backend: it keeps the state dict it is synced with."""
+    """A stand-in for the vLLM backend: it keeps what it is synced with, received as the backend receives it
+    (harness/policy/engine_weights.py: one full tensor at a time)."""
 
     def sync_weights(self, model) -> None:
-        self.state = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+        from harness.policy.engine_weights import stream_weights
+
+        self.state = {name: tensor.clone() for name, tensor in stream_weights(model, torch.float32)}
 
     def max_abs_diff(self, sharded) -> float:
         """How far the received full tensors are from the shards this rank holds (their rows of each tensor)."""
@@ -89,6 +101,15 @@ class _EngineWithOwnWeights:
             rows = param.device_mesh.get_local_rank() * -(-param.shape[0] // param.device_mesh.size())
             worst = max(worst, float((self.state[name][rows:rows + local.shape[0]] - local).abs().max()))
         return worst
+
+
+def teacher_logprobs(ctx, model, batch, trajs) -> torch.Tensor:
+    """The skills context's teacher log-probs of ``batch`` under ``model`` (the sharded policy or one process's)."""
+    from harness.engine.teacher import TeacherScorer
+
+    scorer = TeacherScorer(model, ctx.tokenizer, ctx.cfg.benchmark, ctx.cfg.rollout.max_prompt_tokens,
+                           ctx.cfg.train.ppo_micro_batch, ctx.precision)
+    return scorer.score(batch, trajs, "skills")[0].teacher_logp
 
 
 def compare_with_one_process(single, batch, advantages, old_logp, ctx, sharded_metrics, sharded_state) -> dict:

@@ -82,6 +82,8 @@ def test_one_sharded_update_equals_one_process(smoke_run, work):
         assert report["metric_abs_diff"][key] < 1e-5, (key, report["metric_abs_diff"])
     assert report["weight_max_abs_change"] > 1e-3  # the update moved the weights, so the comparison means something
     assert report["weight_max_abs_diff"] < 1e-5
+    assert report["teacher_max_abs_diff"] < 1e-5  # the teacher pass split over the ranks = one process's
+    assert sum(report["teacher_forward_rows"]) < 1.5 * report["rows"]  # each rank about half, not all of them
     assert report["engine_weights_max_abs_diff"] == [0.0, 0.0]  # an engine with its own weights gets the full ones
     assert report["checkpoint_max_abs_diff"] == 0.0  # the full state saved by rank 0 restores exactly
 
@@ -124,3 +126,15 @@ def test_the_workflow_launches_fsdp_runs_with_torchrun():
     assert train_command("py", "single", 8) == "py -m harness train"
     assert train_command("py", "fsdp", 8) == "py -m torch.distributed.run --standalone --nproc_per_node 8 -m harness train"
     assert train_command("py", "fsdp", 0).endswith("--nproc_per_node 1 -m harness train")
+
+
+def test_env_workers_are_the_jobs_total_split_over_the_ranks(monkeypatch):
+    paper = load_config(ROOT / "config" / "paper.yaml")
+    assert paper.rollout.env_workers == 16
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    assert distributed.env_workers(paper) == 2  # 16 ALFWorld processes on the node, not 128
+    monkeypatch.setenv("WORLD_SIZE", "32")
+    assert distributed.env_workers(paper) == 1
+    assert distributed.env_workers(load_config(ROOT / "config" / "smoke.yaml")) == 0  # in-process stays so
+    monkeypatch.delenv("WORLD_SIZE")
+    assert distributed.env_workers(paper) == 16

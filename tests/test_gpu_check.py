@@ -18,10 +18,14 @@ def test_gpu_check_cpu_dry_run(tmp_path):
                           env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((tmp_path / "gpu_check.json").read_text())
-    assert [r["case"] for r in results] == ["1.5b-full", "7b-lora"]
+    assert [r["case"] for r in results] == ["1.5b-full", "7b-lora", "1.5b-fsdp1"]
     for r in results:
         assert r["device"] == "cpu" and r["measured_peak_gib"] is None  # no GPU memory to measure here
         assert r["plan_peak_gib"] > 0 and r["generation_tok_s"] > 0 and r["update_tok_s"] > 0
-        assert len(r["rows_per_step"]) == 2 and all(16 <= n <= 32 for n in r["rows_per_step"])  # 16 episodes, <= 2 turns
+    for r in results[:2]:
+        # 16 episodes of at most 2 turns
+        assert len(r["rows_per_step"]) == 2 and all(16 <= n <= 32 for n in r["rows_per_step"])
+    fsdp = results[2]
+    assert fsdp["strategy"] == "fsdp" and len(fsdp["rows_per_step"]) == 1 and 8 <= fsdp["rows_per_step"][0] <= 16
+    assert [p.name for p in tmp_path.iterdir()] == ["gpu_check.json"]  # nothing large in the output folder
     assert "peak " in done.stdout and "does not fit" not in done.stdout
-    assert not (tmp_path / "work").exists()  # models and runs are removed after each case

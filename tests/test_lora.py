@@ -1,7 +1,9 @@
 """LoRA through peft on the tiny model: only the adapter trains and is checkpointed, the reference is the base with
 the adapter off (bit for bit the base model), a killed run resumes to the same numbers, and a generation engine
-gets the merged weights under the base names."""
+gets the adapter itself (a peft folder, a LoRA request), not weights merged into bf16."""
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 import torch
@@ -13,7 +15,7 @@ from harness.engine.run import open_run
 from harness.engine.trainer import train
 from harness.engine.update import score
 from harness.policy.logprobs import response_logprobs
-from harness.policy.lora import engine_weights
+from harness.policy.engine_weights import save_adapter
 from harness.policy.models import load_policy
 from harness.policy.precision import storage_dtype
 from harness.policy.source import tiny_model_dir
@@ -103,35 +105,68 @@ def test_kill_and_resume_matches_the_uninterrupted_lora_run(models, tmp_path, mo
     assert all(ours[k].abs().max() > 0 for k in ours if "lora_B" in k)  # the adapter did train (B starts at 0)
 
 
-def test_engine_weights_are_the_merged_base_weights_under_the_base_names(models, tmp_path):
+def test_the_adapter_folder_is_the_one_peft_saves_and_loads_back_to_the_same_policy(models, tmp_path):
+    from peft import PeftModel
+    from safetensors.torch import load_file
+
     ctx = open_run(lora_config(tmp_path, models))
     _perturb_adapter(ctx.model, seed=1)
+    ours = save_adapter(ctx.model, tmp_path / "ours")
+    ctx.model.save_pretrained(tmp_path / "peft")
+    theirs = load_file(tmp_path / "peft" / "adapter_model.safetensors")
+    mine = load_file(ours / "adapter_model.safetensors")
+    assert mine.keys() == theirs.keys() and all(torch.equal(mine[k], theirs[k].float()) for k in mine)
     base, _ = load_policy(tiny_model_dir(ctx.cfg), "float32", "cpu")
-    merged = dict(engine_weights(ctx.model))
-    assert merged.keys() == base.state_dict().keys()
-    q = ctx.model.get_base_model().model.layers[0].self_attn.q_proj
-    by_hand = q.base_layer.weight + (ctx.cfg.model.lora_alpha / ctx.cfg.model.lora_rank) * (
-        q.lora_B["default"].weight @ q.lora_A["default"].weight)
-    torch.testing.assert_close(merged["model.layers.0.self_attn.q_proj.weight"], by_hand, rtol=0, atol=1e-6)
-    base.load_state_dict(merged)  # a plain model with the merged weights generates as the adapted one does
+    reloaded = PeftModel.from_pretrained(base, str(ours))  # what an engine reads: the same adapted policy
     batch = _batch(ctx)
-    torch.testing.assert_close(score(base, batch, 8, "cpu"), score(ctx.model, batch, 8, "cpu"), rtol=0, atol=1e-5)
+    torch.testing.assert_close(score(reloaded, batch, 8, "cpu"), score(ctx.model, batch, 8, "cpu"), rtol=0, atol=1e-6)
     ctx.close("FINISHED")
 
 
-def test_the_vllm_engine_runs_in_the_compute_dtype_and_receives_merged_weights(tmp_path, models, fake_vllm):
+def test_the_vllm_engine_gets_the_adapter_as_a_lora_request_not_merged_weights(tmp_path, models, fake_vllm):
+    from safetensors.torch import load_file
+
     ctx = open_run(lora_config(tmp_path, models, dtype="bfloat16", backend={"name": "vllm"}))
     (llm,) = RecordingLLM.instances
     assert llm.kwargs["dtype"] == "bfloat16"  # the compute dtype, not the fp32 master dtype
+    assert (llm.kwargs["enable_lora"], llm.kwargs["max_loras"], llm.kwargs["max_lora_rank"]) == (True, 1, 8)
+    first = ctx.backend.lora_request  # the adapter as it was when the engine was built
     _perturb_adapter(ctx.model)
     ctx.backend.sync_weights(ctx.model)
-    base = load_policy(tiny_model_dir(ctx.cfg), "bfloat16", "cpu")[0].state_dict()
-    assert llm.synced.keys() == base.keys()  # the base names, no adapter tensors
-    assert all(llm.synced[k].dtype == v.dtype for k, v in base.items())
-    changed = {k for k, v in base.items() if not torch.equal(llm.synced[k], v)}
-    assert changed == {k for k in base if k.rsplit(".", 2)[-2] in ctx.cfg.model.lora_target_modules
-                       and k.endswith(".weight")}  # exactly the adapted layers' weights carry the adapter
+    request = ctx.backend.lora_request
+    assert request.lora_int_id == first.lora_int_id + 1  # a new id: vLLM caches adapters by id
+    assert not Path(first.lora_path).exists()  # the previous folder is gone
+    sent = load_file(Path(request.lora_path) / "adapter_model.safetensors")
+    trained = {n: p for n, p in ctx.model.named_parameters() if p.requires_grad}
+    assert len(sent) == len(trained) and all(t.dtype == torch.float32 for t in sent.values())
+    assert all(torch.equal(sent[n.replace(".default.", ".")], p.detach()) for n, p in trained.items())
+    ctx.backend.generate(["x"], temperature=1.0, top_p=1.0, max_new_tokens=4, max_prompt_tokens=64, seed=0)
+    assert llm.lora_requests[-1] is request
+    assert "reload_weights" not in RecordingLLM.calls  # the frozen bf16 base is never rewritten
     ctx.close("FINISHED")
+
+
+def test_a_1e_6_update_survives_as_an_adapter_but_not_merged_into_bf16():
+    """W ~ N(0, 0.02) in bf16 and a LoRA update of about 1e-6 per weight: merged into W and rounded to bf16, most of
+    it is lost; as the adapter an engine gets (A, B cast to bf16, applied next to W) it is kept."""
+    generator = torch.Generator().manual_seed(0)
+    weight = (torch.randn(512, 512, generator=generator) * 0.02).to(torch.bfloat16)
+    lora_a = torch.randn(8, 512, generator=generator) / 512**0.5
+    lora_b = torch.randn(512, 8, generator=generator) * 1e-6 / 8**0.5
+    delta = (lora_b.double() @ lora_a.double())  # about 1e-6 per weight (scaling alpha / r = 1)
+    x = torch.randn(64, 512, generator=generator, dtype=torch.float64)
+    exact = x @ delta.T  # the update's effect on the layer's output
+
+    def kept(effective: torch.Tensor) -> float:
+        """The share of the update's effect that an effective weight keeps (1 = all, 0 = none)."""
+        change = x @ (effective - weight.double()).T
+        return float((change * exact).sum() / (exact * exact).sum())
+
+    merged = (weight.double() + delta).to(torch.bfloat16).double()
+    adapter = weight.double() + lora_b.to(torch.bfloat16).double() @ lora_a.to(torch.bfloat16).double()
+    print(f"kept: merged into bf16 {kept(merged):.3f}, as an adapter {kept(adapter):.4f}")
+    assert kept(merged) < 0.1
+    assert abs(kept(adapter) - 1) < 0.01
 
 
 def test_gradient_checkpointing_still_trains_the_adapter(models, tmp_path):

@@ -130,3 +130,37 @@ def test_start_up_refuses_a_plan_that_does_not_fit_before_any_weight(tmp_path, m
                      "tracking.enabled=false", "train.device=cuda", f"output_dir={tmp_path / 'runs'}",
                      "train.strategy=single", "grid.gpus=1"])
     assert code == 2 and "does not fit" in capsys.readouterr().err
+
+
+def _rows(*overrides: str, config: str = "config/paper.yaml") -> tuple[dict, "memory_plan.Shape", "memory_plan.Plan"]:
+    cfg = load_config(config, list(overrides))
+    plan = memory_plan.make_plan(cfg, 80)
+    return {r.label.split(" (")[0].split(":")[0]: r for r in plan.rows}, memory_plan.model_shape(cfg), plan
+
+
+def test_the_fsdp_layout_rows_are_their_arithmetic():
+    from harness.memory_rows import LOGITS_BACKWARD_EXTRA_BYTES
+
+    rows, shape, plan = _rows()  # FSDP over 8 GPUs, vLLM
+    assert rows["FSDP root unit's gradients in fp32 for the reduce-scatter"].bytes == 4 * shape.root_params
+    assert rows["FSDP root unit's gradients in fp32 for the reduce-scatter"].phases == ("bwd",)
+    assert LOGITS_BACKWARD_EXTRA_BYTES == 16
+    assert rows["logits of 512 response tokens and their gradient"].bytes == 8 * 512 * shape.vocab * (2 + 16)
+    persistent = sum(r.bytes for r in plan.rows if len(r.phases) == 4 and not r.allowance)
+    update = max(plan.phase_bytes(p, reserve=False) for p in ("score", "bwd", "step"))
+    cached = rows["PyTorch's cached-but-free blocks at the engine's wake"]
+    assert cached.bytes == 0 and f"would be {(update - persistent) / 2**30:.1f} GiB" in cached.label
+    assert "FSDP + hf generation" not in rows
+    hf_rows, shape, _ = _rows("backend.name=hf")
+    rest = shape.params - shape.root_params - 2 * shape.layer_params
+    assert hf_rows["FSDP + hf generation"].bytes == 2 * rest and hf_rows["FSDP + hf generation"].phases == ("gen",)
+    assert "PyTorch's cached-but-free blocks at the engine's wake" not in hf_rows  # one allocator: reused
+    lora_rows, _, _ = _rows(config="config/paper_lora.yaml")
+    assert "FSDP root unit's gradients in fp32 for the reduce-scatter" not in lora_rows  # one GPU, a frozen root
+
+
+def test_the_plan_command_prints_the_layout_rows_and_its_verdict():
+    done = plan_cli("--config", "config/paper.yaml", "--gpu-gib", "80")
+    assert "cached-but-free blocks at the engine's wake" in done.stdout
+    assert "root unit's gradients in fp32" in done.stdout
+    assert PEAK.match(done.stdout.strip().splitlines()[-1])

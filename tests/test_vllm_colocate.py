@@ -4,6 +4,7 @@ for the next generation, is sized from the rollout limits, and refuses a vLLM ou
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 import types
 from types import SimpleNamespace
@@ -25,11 +26,20 @@ class RecordingLLM:
 
     def __init__(self, **kwargs):
         self.kwargs = kwargs
+        self.environ = {name: os.environ.get(name) for name in ENVIRON}  # what the engine would read
         self.synced: dict[str, torch.Tensor] = {}
+        self.lora_requests: list = []
+        RecordingLLM.calls.append("LLM")
         RecordingLLM.instances.append(self)
 
-    def generate(self, prompts, params, use_tqdm=False):
+    probe_answer = None  # ids -> the prompt log-probs a probe request gets (a test sets it)
+
+    def generate(self, prompts, params, use_tqdm=False, lora_request=None):
+        if not isinstance(params, list):  # one SamplingParams: the level-2 probe's prompt log-probs
+            self.calls.append("probe")
+            return [SimpleNamespace(prompt_logprobs=RecordingLLM.probe_answer(prompts[0]["prompt_token_ids"]))]
         self.calls.append("generate")
+        self.lora_requests.append(lora_request)
         ids = [10, 11, 12, params[0].stop_token_ids[0]]
         completion = SimpleNamespace(token_ids=ids, logprobs=[{t: SimpleNamespace(logprob=-1.0)} for t in ids],
                                      finish_reason="stop")
@@ -44,17 +54,36 @@ class RecordingLLM:
     def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
         self.calls.append(method)
         assert kwargs["is_checkpoint_format"] is True
-        self.synced = {name: tensor.clone() for name, tensor in kwargs["weights_iterator"]}
+        self.synced = {}
+        for name, tensor in kwargs["weights_iterator"]:  # consumed as vLLM's load_weights does: one at a time
+            self.calls.append("load")
+            self.synced[name] = tensor.clone()
         return [None]
 
     def reset_prefix_cache(self):
         self.calls.append("reset_prefix_cache")
 
 
+ENVIRON = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "VLLM_ENABLE_V1_MULTIPROCESSING")
+
+
 @pytest.fixture
 def fake_vllm(monkeypatch):
-    """``vllm`` 0.32.0 on a GPU platform, as far as the backend can tell."""
-    RecordingLLM.calls, RecordingLLM.instances = [], []
+    """``vllm`` 0.32.0 on a GPU platform, as far as the backend can tell; emptying PyTorch's cache, gathering a
+    full tensor and choosing a GPU are recorded in the same call log."""
+    import harness.policy.engine_weights as engine_weights
+
+    RecordingLLM.calls, RecordingLLM.instances, RecordingLLM.probe_answer = [], [], None
+    gather = engine_weights.full
+    monkeypatch.setattr(engine_weights, "full", lambda t: (RecordingLLM.calls.append("gather"), gather(t))[1])
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: RecordingLLM.calls.append("empty_cache"))
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: RecordingLLM.calls.append(f"set_device({device})"))
+    lora = types.ModuleType("vllm.lora")
+    lora_request = types.ModuleType("vllm.lora.request")
+    lora_request.LoRARequest = lambda name, int_id, path: SimpleNamespace(lora_name=name, lora_int_id=int_id,
+                                                                          lora_path=path)
+    monkeypatch.setitem(sys.modules, "vllm.lora", lora)
+    monkeypatch.setitem(sys.modules, "vllm.lora.request", lora_request)
     module = types.ModuleType("vllm")
     module.__version__ = "0.32.0"
     module.LLM = RecordingLLM
@@ -68,8 +97,8 @@ def fake_vllm(monkeypatch):
 
 
 def collapse(calls: list[str]) -> list[str]:
-    """One entry per run of equal calls: a rollout generates once per turn."""
-    return [name for name, _ in itertools.groupby(calls)]
+    """One entry per run of equal calls (a rollout generates once per turn), without the per-tensor entries."""
+    return [name for name, _ in itertools.groupby(c for c in calls if c not in ("gather", "load"))]
 
 
 def test_each_step_sleeps_for_the_update_and_wakes_weights_then_kv_cache(tmp_path, monkeypatch, fake_vllm):
@@ -89,9 +118,12 @@ def test_each_step_sleeps_for_the_update_and_wakes_weights_then_kv_cache(tmp_pat
     harness.engine.trainer.train(cfg)
 
     (llm,) = RecordingLLM.instances
-    step = ["generate", "sleep(level=1)", "update", "wake_up(['weights'])", "reload_weights", "wake_up(['kv_cache'])"]
+    step = ["generate", "sleep(level=1)", "update", "empty_cache", "wake_up(['weights'])", "reload_weights",
+            "empty_cache", "wake_up(['kv_cache'])"]
     # two RL steps, then the final evaluation generates with the weights of the last sync
-    assert collapse(RecordingLLM.calls) == step + step + ["generate"]
+    assert collapse(RecordingLLM.calls[1:]) == step + step + ["generate"]  # after "LLM": the engine's creation
+    syncs = "".join("g" if c == "gather" else "l" for c in RecordingLLM.calls if c in ("gather", "load"))
+    assert syncs == "gl" * (2 * len(llm.synced))  # streamed: each tensor loaded before the next is gathered
     assert llm.synced.keys() == recorded_update.weights.keys()
     assert all(torch.equal(llm.synced[k], recorded_update.weights[k]) for k in llm.synced)  # the updated weights
     assert llm.kwargs["enable_sleep_mode"] is True
@@ -125,3 +157,25 @@ def test_the_backend_checks_the_version_before_building_an_engine(tmp_path, fake
     with pytest.raises(ImportError, match="vLLM 0.34.0 is installed"):
         make_backend(engine_config(toy_config(tmp_path, backend={"name": "vllm"})), model, None, "cpu")
     assert RecordingLLM.instances == []
+
+
+@pytest.mark.parametrize("engine_error", [0.0, 3.0])
+def test_sleep_level_2_is_checked_against_the_trainers_logprobs_after_each_sync(tmp_path, fake_vllm, engine_error):
+    from harness.engine.run import open_run
+    from harness.policy.backends import vllm_probe
+
+    ctx = open_run(toy_config(tmp_path, backend={"name": "vllm", "sleep_level": 2}))
+    prompt, response = vllm_probe.probe_ids(ctx.tokenizer)
+    trainer = vllm_probe.trainer_logprobs(ctx.model, prompt, response, ctx.precision)
+    RecordingLLM.probe_answer = lambda ids: [None] * len(prompt) + [
+        {token: SimpleNamespace(logprob=float(lp) - engine_error)} for token, lp in zip(response, trainer)]
+    ctx.backend.sleep()
+    assert RecordingLLM.calls[-1] == "sleep(level=2)"  # the weights are discarded, not copied to the CPU
+    if engine_error:
+        with pytest.raises(RuntimeError, match="differ from the trainer's by 3.000 nats.*backend.sleep_level=1"):
+            ctx.backend.sync_weights(ctx.model)
+    else:
+        ctx.backend.sync_weights(ctx.model)
+        assert ctx.backend.probe_gaps == [pytest.approx(0.0, abs=1e-6)]
+        assert collapse(RecordingLLM.calls)[-4:] == ["reload_weights", "empty_cache", "wake_up(['kv_cache'])", "probe"]
+    ctx.close("FINISHED")

@@ -19,6 +19,7 @@ Nothing here branches on a method.
 """
 from __future__ import annotations
 
+import copy
 import os
 from contextlib import contextmanager
 from datetime import timedelta
@@ -30,7 +31,6 @@ from harness.policy.precision import MIXED_PRECISION, Precision  # noqa: F401  (
 
 # Rank 0 evaluates alone while the others wait, and rollouts of one rank may take longer than another's.
 PROCESS_GROUP_TIMEOUT = timedelta(hours=3)
-COMPUTE_DTYPE = "_harness_compute_dtype"  # set on a sharded model: the dtype its forward runs in
 
 
 def launch_rank() -> int:
@@ -54,6 +54,13 @@ def launch_problem(cfg) -> str | None:
                 "--standalone --nproc_per_node <GPUs> -m harness <command> ... (README: A run on k GPUs), or pass "
                 "train.strategy=single")
     return None
+
+
+def env_workers(cfg) -> int:
+    """Env worker processes of this process: ``rollout.env_workers`` is the job's total, split over the ranks of
+    an FSDP launch (each rank steps only its share of the tasks), at least one each; 0 stays 0 (in-process envs)."""
+    total = cfg.rollout.env_workers
+    return total if total == 0 else max(1, total // launch_world_size())
 
 
 def device_type(cfg) -> str:
@@ -89,28 +96,64 @@ def prepare(accelerator, cfg, model, make_optimizer: Callable[[Any], torch.optim
     return model, make_optimizer(model.parameters())
 
 
-def shard(model, device, compute_dtype: torch.dtype):
-    """``fully_shard`` each decoder layer (transformers' ``_no_split_modules``) and then the whole model.
+def shard(model, device, compute_dtype: torch.dtype, trainable: bool = True):
+    """``fully_shard`` each decoder layer (transformers' ``_no_split_modules``) and then the whole model; returns
+    the sharded module (a new one: ``model`` itself is left as it was).
+
+    The weights come from rank 0 alone (verl's ``fsdp2_load_full_state_dict``): the other ranks may pass a model
+    built on the meta device (:func:`loads_on_meta`), so no rank but 0 ever holds a full copy. The sharded module
+    is built from a meta twin of ``model`` (nothing copied), its shards allocated on ``device``, and rank 0's full
+    tensors broadcast one at a time, each rank keeping its shard (``set_model_state_dict`` with
+    ``broadcast_from_rank0``); the buffers, which the state dict leaves out (rotary frequencies), are broadcast too.
 
     Trained parameters are held in fp32 (master weights, as verl keeps them) and FSDP casts the gathered copies
-    to ``compute_dtype`` for forward and backward; gradients are reduced in fp32."""
+    to ``compute_dtype`` for forward and backward; gradients are reduced in fp32. ``trainable=False`` shards a
+    frozen copy (the KL reference) of the same weights."""
     import torch.distributed as dist
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    model = model.to(device)
-    for param in model.parameters():
+    source = dist.get_rank() == 0
+    full_state = dict(model.state_dict()) if source else {}  # rank 0's full tensors, referenced, not copied
+    buffers = {name: buf for name, buf in model.named_buffers()} if source else {}
+    twin = meta_copy(model)
+    if not trainable:
+        twin.eval().requires_grad_(False)
+    for param in twin.parameters():
         if param.requires_grad and param.dtype != torch.float32:
             param.data = param.data.float()
     policy = (MixedPrecisionPolicy() if compute_dtype == torch.float32
               else MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32))
     mesh = init_device_mesh(device.type, (dist.get_world_size(),))
-    block_names = set(getattr(model, "_no_split_modules", None) or ())
-    for module in [m for m in model.modules() if type(m).__name__ in block_names]:
+    block_names = set(getattr(twin, "_no_split_modules", None) or ())
+    for module in [m for m in twin.modules() if type(m).__name__ in block_names]:
         fully_shard(module, mesh=mesh, mp_policy=policy)
-    model = fully_shard(model, mesh=mesh, mp_policy=policy)
-    setattr(model, COMPUTE_DTYPE, compute_dtype)  # what an engine with its own weights receives (sync_weights)
-    return model
+    twin = fully_shard(twin, mesh=mesh, mp_policy=policy)
+    twin.to_empty(device=device)
+    set_model_state_dict(twin, full_state, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+    with torch.no_grad():
+        for name, buf in twin.named_buffers():
+            if source:
+                buf.copy_(buffers[name])
+            dist.broadcast(buf, src=0)
+    return twin
+
+
+def meta_copy(module: torch.nn.Module) -> torch.nn.Module:
+    """A copy of ``module`` whose parameters and buffers are on the meta device (no memory; ties kept)."""
+    memo: dict = {}
+    for param in module.parameters():
+        memo[id(param)] = torch.nn.Parameter(torch.empty_like(param, device="meta"), requires_grad=param.requires_grad)
+    for buf in module.buffers():
+        memo[id(buf)] = torch.empty_like(buf, device="meta")
+    return copy.deepcopy(module, memo)
+
+
+def loads_on_meta(cfg) -> bool:
+    """Whether this process builds its model on the meta device and receives its weights from rank 0 at sharding
+    (:func:`shard`): every rank but 0 of an FSDP launch."""
+    return cfg.train.strategy == "fsdp" and launch_rank() != 0
 
 
 def is_sharded(model) -> bool:
@@ -314,24 +357,10 @@ def load_full_state(model, optimizer, model_state: dict, optimizer_state: dict) 
     set_optimizer_state_dict(model, optimizer, optimizer_state, options=options)
 
 
-class _FullWeights:
-    """What an engine with its own copy of the weights (vLLM) reads: the full tensors, in the compute dtype."""
-
-    def __init__(self, model, dtype: torch.dtype):
-        self._state = {name: (t.full_tensor() if hasattr(t, "full_tensor") else t).to(dtype)
-                       for name, t in model.state_dict().items()}
-
-    def state_dict(self) -> dict:
-        return self._state
-
-
 def sync_weights(backend, model) -> None:
-    """``backend.sync_weights(model)``; an engine that holds its own weights gets the full tensors of a sharded
-    model in its compute dtype (every rank gathers them). A backend that generates on the module itself (hf)
-    needs nothing gathered."""
-    if is_sharded(model) and getattr(backend, "model", None) is not model:
-        backend.sync_weights(_FullWeights(model, getattr(model, COMPUTE_DTYPE, torch.float32)))
-        return
+    """``backend.sync_weights(model)`` on every rank: an engine with its own weights streams a sharded model's
+    full tensors one at a time (harness/policy/engine_weights.py, a collective per tensor); a backend that
+    generates on the module itself (hf) has nothing to do."""
     backend.sync_weights(model)
 
 

@@ -127,21 +127,27 @@ def _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, meth
     # Loaded on the CPU: the reference is copied from it there (an offloaded copy never visits the GPU), then
     # accelerator.prepare moves the policy to the device and gives its forward the compute-dtype autocast (FSDP:
     # distributed.prepare shards it over the ranks' devices).
+    # FSDP: rank 0 alone loads the weights; the other ranks build the model on the meta device and receive theirs
+    # when it is sharded (distributed.shard), so a node holds one full copy, not one a rank
+    load_on = "meta" if distributed.loads_on_meta(cfg) else "cpu"
     with accelerator.main_process_first():  # distributed: rank 0 builds a missing tiny model, the others load it
-        model, tokenizer, model_dir = prepare_policy(cfg, benchmark, "cpu", log=log)
-    reference = None if evaluate_only else build_reference(cfg, model, precision, accelerator.device)
+        model, tokenizer, model_dir = prepare_policy(cfg, benchmark, load_on, log=log)
+    adapter_off = cfg.model.lora_rank > 0  # LoRA's reference is the trained module itself, once it is prepared
+    reference = None if evaluate_only or adapter_off else build_reference(cfg, model, precision, accelerator.device)
     model, optimizer = distributed.prepare(accelerator, cfg, model, lambda params: torch.optim.AdamW(
         [p for p in params if p.requires_grad], lr=cfg.train.lr, weight_decay=cfg.train.weight_decay))  # all, or LoRA's
     model.eval()
     policy = accelerator.unwrap_model(model)
+    if adapter_off and not evaluate_only:  # FSDP: the sharded module (rank >= 1 built the unprepared one on meta)
+        reference = build_reference(cfg, policy, precision, accelerator.device)
     if cfg.model.gradient_checkpointing and accelerator.device.type == "cuda":
         # non-reentrant: gradients reach a LoRA adapter inside a checkpointed block although the frozen base's
         # inputs need no gradient (the reentrant variant drops them)
         policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    backend = make_backend(engine_config(cfg), policy, tokenizer, accelerator.device, precision)
+    backend = make_backend(engine_config(cfg), policy, tokenizer, accelerator.device, precision, seed=seeds.sampling)
     teacher = (TeacherScorer(policy, tokenizer, cfg.benchmark, cfg.rollout.max_prompt_tokens, cfg.train.ppo_micro_batch,
                              precision) if method.teacher is not None else None)
-    envs = VectorEnv(benchmark.make_env, num_workers=cfg.rollout.env_workers)
+    envs = VectorEnv(benchmark.make_env, num_workers=distributed.env_workers(cfg))  # FSDP: the rank's share
     accelerator.wait_for_everyone()  # distributed: every rank has read the folder before rank 0 changes it
     if not evaluate_only and accelerator.is_main_process:  # everything is built: the first write to the run folder
         if plan.action == "fresh" and run_dir.exists():

@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 import torch
 
 from harness.core.batch import StepBatch
+from harness.engine import distributed
 from harness.engine.rollout import Trajectory
 from harness.engine.skills import skill_for
 from harness.policy.logprobs import pad_left, response_logprobs
@@ -104,14 +105,24 @@ class TeacherScorer:
             ids = chat_prompt_ids(self.tokenizer, [contexts[r] + prompts[r] for r in rows.tolist()])
             truncated = sum(len(x) > self.max_prompt_tokens for x in ids)
             prompt_ids, prompt_mask = pad_left([x[-self.max_prompt_tokens:] for x in ids], self.tokenizer.pad_token_id)
-            device = next(self.model.parameters()).device
-            with torch.no_grad(), self.precision.autocast():
-                scored = response_logprobs(self.model, prompt_ids.to(device), prompt_mask.to(device),
-                                           batch.response_ids[rows].to(device), batch.response_mask[rows].to(device),
-                                           micro_batch=self.micro_batch)
-            teacher_logp[rows] = scored.float().cpu()
+            teacher_logp[rows] = self._logprobs(prompt_ids, prompt_mask, batch.response_ids[rows],
+                                                batch.response_mask[rows])
             self.forward_rows += len(rows)
         metrics = {"teacher_available_frac": available.float().mean().item(),
                    "teacher_truncated_frac": truncated / max(len(rows), 1)}
         return batch.with_columns(teacher_logp=teacher_logp, teacher_available=available), metrics
+
+    def _logprobs(self, prompt_ids, prompt_mask, response_ids, response_mask) -> torch.Tensor:
+        """No-grad log-probs of the rows, float32 on the CPU. A sharded model: each rank scores its share of the
+        micro-batches and all ranks get every row (as the student's scoring, harness/engine/update.py)."""
+        device = next(self.model.parameters()).device
+
+        def rows_logp(part: slice) -> torch.Tensor:
+            with torch.no_grad(), self.precision.autocast():
+                logp = response_logprobs(self.model, prompt_ids[part].to(device), prompt_mask[part].to(device),
+                                         response_ids[part].to(device), response_mask[part].to(device),
+                                         micro_batch=self.micro_batch)
+            return logp.float().cpu()
+
+        return distributed.map_micro_batches(self.model, len(prompt_ids), self.micro_batch, rows_logp)
 

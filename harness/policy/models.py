@@ -28,6 +28,7 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from transformers import (  # noqa: E402  (HF_HUB_OFFLINE must be set first)
+    AutoConfig,
     AutoModelForCausalLM,
     GenerationConfig,
     PreTrainedModel,
@@ -252,6 +253,13 @@ def load_policy(source: str | Path, dtype: str, device) -> tuple[PreTrainedModel
     if dtype not in DTYPES:
         raise ValueError(f"dtype {dtype!r} is not accepted; choose one of {sorted(DTYPES)}")
     tokenizer = load_tokenizer(folder)
+    if torch.device(device).type == "meta":  # FSDP ranks but 0: the shapes only, weights broadcast at sharding
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder, local_files_only=True),
+                                                     dtype=DTYPES[dtype])
+        model.name_or_path = model.config._name_or_path = str(folder)  # the folder an engine loads (vllm backend)
+        model.eval()
+        return model, tokenizer
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[dtype], local_files_only=True)
     model.to(device)
     model.eval()

@@ -66,12 +66,12 @@ class FrozenCopy:
 
 
 class ShardedCopy:
-    """FSDP, full fine-tune: a frozen copy of the starting weights, sharded over the ranks like the policy."""
+    """FSDP, full fine-tune: a frozen copy of the starting weights, sharded over the ranks like the policy and
+    filled from rank 0's weights (no rank copies the whole model: the others built theirs on the meta device)."""
 
     def __init__(self, model, precision: Precision, device):
         self.precision, self.device = precision, torch.device(device)
-        frozen = copy.deepcopy(model).eval().requires_grad_(False)
-        self.model = distributed.shard(frozen, self.device, precision.dtype)
+        self.model = distributed.shard(model, self.device, precision.dtype, trainable=False)
 
     def logprobs(self, batch: StepBatch, micro_batch: int) -> torch.Tensor:
         return score(self.model, batch, micro_batch, self.device, self.precision)

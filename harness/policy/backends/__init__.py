@@ -13,6 +13,7 @@ so the trainer's gap mean|logp_train - logp_rollout| measures weight staleness a
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -55,10 +56,13 @@ class GenerationBackend(Protocol):
         ...
 
 
-def make_backend(cfg, model, tokenizer, device, precision=None) -> GenerationBackend:
+def make_backend(cfg, model, tokenizer, device, precision=None, seed: int | None = None) -> GenerationBackend:
     """Build the backend named by ``cfg.name`` (a :class:`harness.config.BackendConfig`), generating in the compute
-    dtype of ``precision`` (a :class:`harness.policy.precision.Precision`; None = the module's own dtype)."""
-    return BACKENDS.get(cfg.name).from_config(cfg, model, tokenizer, device, precision)
+    dtype of ``precision`` (a :class:`harness.policy.precision.Precision`; None = the module's own dtype).
+    ``seed`` (the run's sampling seed) reaches a backend whose ``from_config`` takes one (an engine seeded once)."""
+    cls = BACKENDS.get(cfg.name)
+    extra = {"seed": seed} if seed is not None and "seed" in inspect.signature(cls.from_config).parameters else {}
+    return cls.from_config(cfg, model, tokenizer, device, precision, **extra)
 
 
 def engine_config(cfg):

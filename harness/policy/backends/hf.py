@@ -21,6 +21,8 @@ from harness.policy.precision import Precision
 
 
 class HFBackend:
+    strategies = ("single", "fsdp")  # under FSDP it generates on the rank's gathered module (distributed.full_weights)
+
     @classmethod
     def from_config(cls, cfg, model, tokenizer, device, precision: Precision | None = None) -> "HFBackend":
         """The backend of a run (``cfg``: its ``backend`` section; the hf backend needs none of it)."""

@@ -53,43 +53,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-GIB = 2**30
-MASTER_BYTES = 4  # fp32 master weights, gradients and each AdamW moment
+from harness.memory_rows import GIB, LOGITS_BACKWARD_EXTRA_BYTES, MASTER_BYTES, PHASES, Row, Shape, layout_rows
+
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 RESERVE_FRACTION = 0.05
 SHIPPED_CONFIG = Path(__file__).parent / "model_configs" / "Qwen2.5-7B-Instruct.json"
-PHASES = {"gen": "generation", "score": "scoring (old/ref log-probs)", "bwd": "backward", "step": "optimizer step"}
 EXIT_DOES_NOT_FIT = 3
-
-
-@dataclass(frozen=True)
-class Shape:
-    """What the plan needs of the model, counted on the meta device."""
-
-    arch: str
-    source: str  # where the config came from, and why
-    params: int
-    trained: int
-    layers: int
-    layer_params: int
-    hidden: int
-    intermediate: int
-    kv_dim: int
-    vocab: int
-    largest_module_params: int  # the most parameters one module holds itself (an embedding or lm_head)
-
-    @property
-    def root_params(self) -> int:
-        """Parameters outside the decoder layers: embeddings, final norm, lm_head (FSDP's root unit)."""
-        return self.params - self.layers * self.layer_params
-
-
-@dataclass(frozen=True)
-class Row:
-    label: str
-    bytes: int
-    phases: tuple[str, ...]
-    allowance: bool = False  # the reserve: not an allocation torch.cuda.max_memory_allocated would see
 
 
 @dataclass
@@ -227,7 +196,6 @@ def make_plan(cfg, gpu_gib: float) -> Plan:
 
 
 def _layout_rows(cfg, shape: Shape, rows: list[Row], k: int, c: int) -> list[Row]:
-    from harness.memory_rows import layout_rows  # imports this module's Row
 
     return layout_rows(cfg, shape, rows, k, c)
 
@@ -299,7 +267,6 @@ def _activation_rows(cfg, shape: Shape, c: int) -> list[Row]:
 
 
 def _logits_extra() -> int:
-    from harness.memory_rows import LOGITS_BACKWARD_EXTRA_BYTES
 
     return LOGITS_BACKWARD_EXTRA_BYTES
 

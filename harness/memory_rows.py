@@ -1,4 +1,4 @@
-"""Rows of the memory plan (harness/memory_plan.py) for what the FSDP x vLLM layout holds besides the states and
+"""The memory plan's vocabulary (the model's ``Shape``, a ``Row``, the phases of a step) and its rows for what the FSDP x vLLM layout holds besides the states and
 activations: added by :func:`harness.memory_plan.make_plan`. Each is arithmetic on the model's shape; the bytes per
 element are read off the tensors the code keeps alive at once (estimates until ``scripts/gpu_check.sh`` measures
 a peak on a GPU).
@@ -15,7 +15,41 @@ a peak on a GPU).
 """
 from __future__ import annotations
 
-from harness.memory_plan import GIB, MASTER_BYTES, PHASES, Row, Shape
+from dataclasses import dataclass
+
+GIB = 2**30
+MASTER_BYTES = 4  # fp32 master weights, gradients and each AdamW moment
+PHASES = {"gen": "generation", "score": "scoring (old/ref log-probs)", "bwd": "backward", "step": "optimizer step"}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the plan needs of the model, counted on the meta device."""
+
+    arch: str
+    source: str  # where the config came from, and why
+    params: int
+    trained: int
+    layers: int
+    layer_params: int
+    hidden: int
+    intermediate: int
+    kv_dim: int
+    vocab: int
+    largest_module_params: int  # the most parameters one module holds itself (an embedding or lm_head)
+
+    @property
+    def root_params(self) -> int:
+        """Parameters outside the decoder layers: embeddings, final norm, lm_head (FSDP's root unit)."""
+        return self.params - self.layers * self.layer_params
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    bytes: int
+    phases: tuple[str, ...]
+    allowance: bool = False  # the reserve: not an allocation torch.cuda.max_memory_allocated would see
 
 # The logits' backward: the c-byte logits, their fp32 upcast (kept for the backward), the fp32 log-softmax
 # output, an fp32 temporary of its backward and the fp32 gradient: c + 16 bytes an element (18 in bf16). The

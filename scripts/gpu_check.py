@@ -113,7 +113,7 @@ def scratch() -> Path:
 
 
 def run_case(name: str, cuda: bool, work: Path, response_tokens: int) -> dict:
-    from harness import memory_plan
+    from harness import memory_plan, memory_rows
     from harness.config import load_config
 
     gpu_shape, cpu_shape, extra, ranks = CASES[name]
@@ -143,7 +143,7 @@ def run_case(name: str, cuda: bool, work: Path, response_tokens: int) -> dict:
         raise SystemExit(f"gpu_check: case {name}: the run logged no memory/peak_gib on CUDA")
     return {
         "case": name, "device": "cuda" if cuda else "cpu", "params": plan_params(plan), "gpu_gib": round(gpu_gib, 2),
-        "plan_peak_gib": round(plan.peak_gib(reserve=False), 2), "plan_peak_phase": memory_plan.PHASES[plan.peak_phase],
+        "plan_peak_gib": round(plan.peak_gib(reserve=False), 2), "plan_peak_phase": memory_rows.PHASES[plan.peak_phase],
         "plan_peak_with_reserve_gib": round(plan.peak_gib(), 2),
         "measured_peak_gib": round(max(measured), 2) if measured else None,
         "generation_tok_s": sum(r["train/response_tokens"] for r in rows) / sum(r["time/generation_s"] for r in rows),

@@ -16,6 +16,7 @@ import torch
 
 from harness import memory_plan
 from harness.config import load_config
+from harness.memory_rows import Shape
 
 REPO = Path(__file__).resolve().parent.parent
 QWEN_7B_PARAMS = 7_615_616_512  # counted on the meta device; the figure for Qwen2.5-7B-Instruct
@@ -132,7 +133,7 @@ def test_start_up_refuses_a_plan_that_does_not_fit_before_any_weight(tmp_path, m
     assert code == 2 and "does not fit" in capsys.readouterr().err
 
 
-def _rows(*overrides: str, config: str = "config/paper.yaml") -> tuple[dict, "memory_plan.Shape", "memory_plan.Plan"]:
+def _rows(*overrides: str, config: str = "config/paper.yaml") -> tuple[dict, "Shape", "memory_plan.Plan"]:
     cfg = load_config(config, list(overrides))
     plan = memory_plan.make_plan(cfg, 80)
     return {r.label.split(" (")[0].split(":")[0]: r for r in plan.rows}, memory_plan.model_shape(cfg), plan

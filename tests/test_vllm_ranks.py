@@ -104,7 +104,7 @@ def test_start_up_refuses_an_unsupported_layout_before_any_weight(tmp_path, monk
     assert code == 2 and "tensor_parallel_size must be 1" in capsys.readouterr().err
 
 
-def test_a_backend_that_does_not_name_fsdp_is_refused_under_it(tmp_path, monkeypatch):
+def test_a_backend_that_does_not_name_fsdp_is_refused_under_it(tmp_path, monkeypatch, request):
     from harness.policy import backends
     from harness.preflight import StartupError, check_start_up
 
@@ -113,7 +113,8 @@ def test_a_backend_that_does_not_name_fsdp_is_refused_under_it(tmp_path, monkeyp
         def from_config(cls, cfg, model, tokenizer, device, precision=None):
             return cls()
 
-    monkeypatch.setitem(backends.BACKENDS, "one_process", f"{__name__}:OneProcess")
+    backends.BACKENDS.add("one_process", f"{__name__}:OneProcess")
+    request.addfinalizer(lambda: backends.BACKENDS.unregister("one_process"))
     monkeypatch.setitem(globals(), "OneProcess", OneProcess)
     cfg = _paper(tmp_path, "backend.name=hf")
     check_start_up(cfg, training=False)

@@ -90,6 +90,7 @@ class BufferedTracker:
             self.cond.notify_all()
             left = list(self.queue)
         self.thread.join(timeout=self.tracker_timeout() + 5)
+        self.tracker.close()
         return unsent_record(left, self.run_id, self.journal.path.parent) if left else {}
 
     def tracker_timeout(self) -> float:
@@ -102,7 +103,7 @@ class BufferedTracker:
 
     # ------------------------------------------------------------------ the sender thread
     def _send_all(self) -> None:
-        wait = 1.0
+        wait, failing = 1.0, False
         while True:
             with self.cond:
                 while not self.queue and not self.closing:
@@ -111,21 +112,22 @@ class BufferedTracker:
                     return
                 item = self.queue[0]
             try:
-                if wait > 1.0:  # back from an outage: read back what the server stored before resending
+                if failing:  # back from an outage: read back what the server stored before resending
                     self.tracker.refresh_logged()
                 self._send(item)
             except Exception as err:  # noqa: BLE001 - any failure to reach the store is retried, never raised
-                if wait == 1.0:
+                if not failing:
                     self.outages += 1
                     self.log(f"tracking: the MLflow store does not answer ({type(err).__name__}); training goes "
                              f"on, {len(self.queue)} call(s) buffered, retrying in the background")
+                failing = True
                 with self.cond:
                     self.cond.wait_for(lambda: self.closing, timeout=wait)
                 wait = min(wait * 2, self.retry_max_s)
                 continue
-            if wait > 1.0:
+            if failing:
                 self.log("tracking: the MLflow store answers again; sending the buffered calls")
-            wait = 1.0
+            wait, failing = 1.0, False
             with self.cond:
                 self.queue.popleft()
                 self.cond.notify_all()

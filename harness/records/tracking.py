@@ -84,6 +84,22 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+_HTTP_KEYS = ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")
+_USER_HTTP = {key: os.environ.get(key) for key in _HTTP_KEYS}  # this environment's own settings
+
+
+def _http_settings(short_timeout_s: float | None) -> None:
+    """MLflow reads its request retries and timeout from the environment at every request: the environment's own
+    settings (``None``), or a single attempt of at most ``short_timeout_s`` for a running run's sender thread."""
+    values = _USER_HTTP if short_timeout_s is None else {
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": str(max(1, math.ceil(short_timeout_s)))}
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 class NullTracker:
     """Used when tracking is disabled: the per-run csv files still hold everything."""
 
@@ -141,6 +157,8 @@ class MlflowTracker:
             self.logged = {}
             mlflow_runs.archive_replaced(self.client, experiment_id, folder, self.run_id, replaces)
             self._log_params(params)
+        if is_server(uri):  # from now on one short attempt per request: retries happen off the training path
+            _http_settings(request_timeout_s)
 
     @classmethod
     def attach(cls, uri: str, run_id: str, request_timeout_s: float = 10.0) -> "MlflowTracker":
@@ -155,9 +173,7 @@ class MlflowTracker:
         from mlflow.tracking import MlflowClient
 
         self.request_timeout_s = request_timeout_s
-        if is_server(uri):  # one short attempt per request: retries happen off the training path (outbox.py)
-            os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"
-            os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(max(1, math.ceil(request_timeout_s)))
+        _http_settings(None)  # opening a run or a backfill: MLflow's own patience (the start-up check ran first)
         self.client = MlflowClient(tracking_uri=uri)
 
     def refresh_logged(self) -> None:
@@ -203,6 +219,10 @@ class MlflowTracker:
 
     def end(self, status: str = "FINISHED") -> None:
         self.client.set_terminated(self.run_id, status=status)
+
+    def close(self) -> None:
+        """The run is over: MLflow requests get this environment's own retry settings back."""
+        _http_settings(None)
 
 
 def make_tracker(tracking_cfg, *, experiment: str, run_name: str, run_dir: Path, params: Mapping[str, Any],

@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "sync":
-        from harness.records.outbox import sync
+        from harness.records.backfill import sync
 
         print(json.dumps(sync(args.run_dir, args.uri), indent=2))
         return 0

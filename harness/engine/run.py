@@ -175,7 +175,7 @@ def _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, meth
 
 def backfill_finished(run_dir: Path, tracking_cfg, log) -> None:
     """A finished run whose done.json names calls MLflow never got: send them now (``harness sync``)."""
-    from harness.records.outbox import needs_sync, sync
+    from harness.records.backfill import needs_sync, sync
 
     if needs_sync(run_dir):
         try:

@@ -200,8 +200,9 @@ def mlflow_problems(work: Path, profile: str = "smoke", uri: str | None = None) 
 
 
 class Outages:
-    """With ``--server``: a local mlflow server, stopped at a random moment of each start and started again
-    ``outage_s`` later (from a background thread, so the grid runs on meanwhile)."""
+    """With ``--server``: a local mlflow server, stopped once per start while its runs train (a run's metrics
+    journal grew during the start) and started again ``outage_s`` later, from a background thread, so the grid
+    runs on meanwhile."""
 
     def __init__(self, root: Path, rng: random.Random, outage_s: float):
         sys.path.insert(0, str(ROOT))
@@ -210,20 +211,25 @@ class Outages:
         root.mkdir(parents=True, exist_ok=True)
         self.server, self.rng, self.outage_s, self.count = MlflowServer(root).start(), rng, outage_s, 0
         self.thread: threading.Thread | None = None
+        self.cancel = threading.Event()
 
     @property
     def uri(self) -> str:
         return self.server.uri
 
-    def during(self, window: float) -> None:
-        """Schedule one outage within the next ``window`` s."""
+    def during(self, runs: Path, window: float) -> None:
+        """One outage within the next ``window`` s, once a run of ``runs`` has logged a step in this start."""
         self.wait()
-        at = self.rng.uniform(1.0, max(window, 1.5))
-        self.thread = threading.Thread(target=self._outage, args=(at,), daemon=True)
+        self.cancel.clear()
+        self.thread = threading.Thread(target=self._outage, args=(runs, time.time(), window), daemon=True)
         self.thread.start()
 
-    def _outage(self, at: float) -> None:
-        time.sleep(at)
+    def _outage(self, runs: Path, since: float, window: float) -> None:
+        while not any(p.stat().st_mtime > since for p in runs.glob("*/*/seed*/metrics.jsonl")):
+            if self.cancel.wait(0.5) or time.time() > since + window:
+                return
+        if self.cancel.wait(self.rng.uniform(0.0, 5.0)):
+            return
         self.server.stop()
         self.count += 1
         time.sleep(self.outage_s)
@@ -231,6 +237,7 @@ class Outages:
 
     def wait(self) -> None:
         """Until the server answers again (a check, or a grid that must start, needs it)."""
+        self.cancel.set()
         if self.thread is not None:
             self.thread.join()
         if not self.server.answers():
@@ -239,6 +246,13 @@ class Outages:
     def close(self) -> None:
         self.wait()
         self.server.stop()
+
+
+def refused_at_start_up(work: Path, profile: str) -> bool:
+    """A failed start whose runs' logs all say the tracking server did not answer at start-up (harness's check)."""
+    logs = [log.read_text(errors="replace") for log in (work / "results" / profile / "logs").glob("*/*/seed*.log")]
+    failed = [text for text in logs if "error" in text.lower()]
+    return bool(failed) and all("does not answer" in text for text in failed)
 
 
 def reference_window(reference: Path, profile: str) -> float:
@@ -284,15 +298,18 @@ def soak(args) -> int:
             how = signal.SIGTERM if args.signal == "term" or (args.signal == "mixed" and kills % 2) else signal.SIGKILL
             starts += 1
             if outages:
-                outages.during(delay)
+                outages.during(work / "results" / args.profile / "runs", delay)
             try:
                 interrupted = start_and_interrupt(work, args.profile, delay, how, uri)
             except RuntimeError:
-                if not outages:
+                if not (outages and refused_at_start_up(work, args.profile)):
                     raise
                 counts["refused_starts"] += 1  # a run started while the server was away: the start-up check
                 print(f"start {starts}: a run refused to start (tracking server away)", flush=True)
                 continue
+            finally:
+                if outages:
+                    outages.cancel.set()  # no outage after the start is over
             if interrupted:
                 kills += 1
                 counts[how.name.lower()] += 1

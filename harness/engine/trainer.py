@@ -129,7 +129,7 @@ def train(cfg, resume: bool = False, force: bool = False, log=print, restart_cha
     status, closed = "FAILED", False
     try:
         next_step, saved = _train_steps(ctx, wall_start)
-        if ctx.stop.requested:
+        if _stop_agreed(ctx):
             status = "KILLED"
             _save_on_stop(ctx, next_step, saved, wall_start)
         try:
@@ -159,8 +159,7 @@ def _train_steps(ctx: RunContext, wall_start: float) -> tuple[int, int | None]:
     cfg, next_step, saved = ctx.cfg, ctx.start_step, None
     try:
         for step in ctx.progress(range(ctx.start_step, cfg.train.steps)):
-            if distributed.any_rank(ctx.accelerator, ctx.stop.requested):
-                ctx.stop.signum = ctx.stop.signum or signal.SIGTERM  # another rank's signal
+            if _stop_agreed(ctx):
                 break
             with ctx.stop.abandonable():
                 if cfg.eval.every > 0 and step % cfg.eval.every == 0 and (step > 0 or cfg.eval.at_start):
@@ -174,6 +173,14 @@ def _train_steps(ctx: RunContext, wall_start: float) -> tuple[int, int | None]:
     except StepAbandoned:
         pass
     return next_step, saved
+
+
+def _stop_agreed(ctx: RunContext) -> bool:
+    """Whether a stop signal came to any rank (every rank gets the same answer, so the ranks stop together)."""
+    if distributed.any_rank(ctx.accelerator, ctx.stop.requested):
+        ctx.stop.signum = ctx.stop.signum or signal.SIGTERM  # another rank's signal
+        return True
+    return False
 
 
 def _save_on_stop(ctx: RunContext, next_step: int, saved: int | None, wall_start: float):

@@ -135,6 +135,7 @@ def test_sigterm_to_a_cli_run_exits_for_requeue_with_a_checkpoint_and_resumes(mo
     proc.send_signal(signal.SIGTERM)
     sent = time.time()
     output = proc.communicate(timeout=120)[0]
+    print(f"exited {time.time() - sent:.1f} s after SIGTERM")  # shown with -s
     assert time.time() - sent < 120
     assert proc.returncode == EXIT_REQUEUE, output[-3000:]
     reached = len(journal.read_text().splitlines())

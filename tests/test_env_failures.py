@@ -144,3 +144,22 @@ def test_an_eval_episode_that_fails_is_retried_once_and_then_counted_apart(model
         ctx.close("FINISHED")
     assert summary["env_failures"] == 1 and "door jammed" in rows[0]["failure_reason"]
     assert summary["success"] == rows[1]["success"]  # the rate is over the episode that ran to its end
+
+
+def test_the_tables_leave_failed_episodes_out_of_the_rates_and_count_them(tmp_path):
+    import json
+
+    import pandas as pd
+
+    from paper_figures.load import read_run
+
+    run = tmp_path / "toy" / "grpo" / "seed0"
+    run.mkdir(parents=True)
+    (run / "done.json").write_text(json.dumps({"benchmark": "toy", "method": "grpo", "seed": 0, "steps": 2}))
+    rows = [(0, 0, ""), (2, 1, ""), (2, 0, ""), (2, 0, "RuntimeError: door jammed")]
+    pd.DataFrame([{"step": s, "task_id": f"t{i}", "task_type": "door", "success": won, "score": won, "return": won,
+                   "length": 1, "failure_reason": why} for i, (s, won, why) in enumerate(rows)]).to_csv(
+        run / "eval.csv", index=False)
+    row, evals, _ = read_run(run)
+    assert row["success"] == 0.5 and row["env_failures"] == 1  # 1 of the 2 episodes that ran, not 1 of 3
+    assert len(evals[evals["final"]]) == 2

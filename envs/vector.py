@@ -13,6 +13,7 @@ A failed reset gives an ``Observation`` with ``info["failure_reason"]``; that en
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 import traceback
 from typing import Callable, Sequence
 
@@ -47,6 +48,9 @@ class _EnvSlots:
 
 
 def _worker_main(conn, make_env) -> None:
+    # a scheduler's early-warning signal goes to every process of the job: the trainer decides when to stop
+    # (harness/engine/interrupt.py), its envs must stay up until it does
+    signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     slots = _EnvSlots(make_env)
     while True:
         try:

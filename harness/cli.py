@@ -1,4 +1,4 @@
-"""``python -m harness``: train, eval, protocol, plan, build-model.
+"""``python -m harness``: train, eval, protocol, plan, build-model, sync.
 
 Every command takes ``--config PATH`` (a profile in config/) and any number of ``key.sub=value`` overrides,
 e.g. ``python -m harness train --config config/smoke.yaml method=sharpo method.lam=0.2 seed=1``.
@@ -54,11 +54,23 @@ def _parser() -> argparse.ArgumentParser:
     plan.add_argument("--gpu-gib", type=float, default=None,
                       help="memory of one GPU in GiB to plan for (default: CUDA device 0 of this machine)")
     add("build-model", "Build (and warm-start) the tiny offline model for this config, or check a checkpoint path")
+    sync = sub.add_parser("sync", help="Backfill a run's MLflow run from its folder (what a tracking-server outage "
+                                       "left unsent; done.json names it)",
+                          description="Send a run folder's journalled metrics the MLflow store lacks, its files as "
+                                      "artifacts, and FINISHED for a finished run. Safe to repeat.")
+    sync.add_argument("run_dir", help="the run folder (results/<profile>/runs/<benchmark>/<method>/seed<n>)")
+    sync.add_argument("--uri", default=None, help="the MLflow store (default: the run's tracking.uri, with "
+                                                  "$MLFLOW_TRACKING_URI read from this environment)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "sync":
+        from harness.records.backfill import sync
+
+        print(json.dumps(sync(args.run_dir, args.uri), indent=2))
+        return 0
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()  # one bar per save/load of a tiny model is noise in the run logs
@@ -84,19 +96,23 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_command(args, cfg) -> int:
     if args.command == "train":
-        import signal
-
+        from harness.engine import distributed
+        from harness.engine.interrupt import EXIT_REQUEUE, Interrupted, StopRequest
         from harness.engine.trainer import train
 
-        # SIGTERM (a scheduler's kill, snakemake's interrupt) unwinds like Ctrl-C, so the run is marked FAILED
-        previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+        # SIGTERM / SIGUSR1 (a scheduler's time limit, preemption or early warning): save at the step reached and
+        # exit EXIT_REQUEUE (docs/recovery.md); Ctrl-C still unwinds at once and marks the run FAILED
+        stop = StopRequest(abandon=distributed.launch_world_size() == 1).install()
         try:
-            train(cfg, resume=args.resume, force=args.force, restart_changed=args.restart_if_changed)
+            train(cfg, resume=args.resume, force=args.force, restart_changed=args.restart_if_changed, stop=stop)
         except ConnectionError as err:  # the tracking server is down: nothing was built or trained
             print(f"tracking error: {err}", file=sys.stderr)
             return 2
+        except Interrupted as stopped:
+            print(f"interrupted: {stopped}", file=sys.stderr)
+            return EXIT_REQUEUE
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            stop.uninstall()
     elif args.command == "eval":
         from harness.engine.evaluate import evaluate_checkpoint
 

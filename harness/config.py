@@ -114,6 +114,9 @@ class RolloutConfig(Checked):
     env_workers: int = field(default=4, metadata={
         "help": "worker processes stepping envs, for the whole job (train.strategy=fsdp: split over the ranks); "
                 "0 = in this process", "range": ">= 0"})
+    max_failure_frac: float = field(default=0.5, metadata={"range": "[0, 1]", "help": (
+        "share of a step's episodes that may end in an environment failure (crashed or hung worker); above it "
+        "the run stops with the worker's last traceback. Failed episodes are never learned from (docs/recovery.md)")})
     generation_batch: int = field(default=64, metadata={"help": "envs generated for in one backend call", "range": ">= 1"})
 
 
@@ -176,6 +179,14 @@ class TrackingConfig(Checked):
                 "http://<head node>:5000 (an mlflow server), locally it is the sqlite file"})
     artifact_root: str = field(default="results/mlartifacts", metadata={
         "help": "where MLflow stores artifacts of new experiments"})
+    request_timeout_s: float = field(default=10.0, metadata={"range": "> 0", "help": (
+        "seconds one request to a tracking server may take; a slower or absent server is retried off the training "
+        "path (docs/recovery.md), never by MLflow's own minutes of retries")})
+    retry_max_s: float = field(default=60.0, metadata={"range": "> 0", "help": (
+        "longest wait between two attempts to reach an absent tracking server (the waits double from 1 s)")})
+    flush_timeout_s: float = field(default=60.0, metadata={"range": ">= 0", "help": (
+        "how long a finishing run waits for an absent tracking server; what is still unsent is named in done.json "
+        "and sent by `python -m harness sync <run folder>` or the run's next start")})
 
 
 @dataclass

@@ -85,6 +85,15 @@ def _tag(frame: pd.DataFrame, row: dict) -> pd.DataFrame:
     return frame
 
 
+def _without_env_failures(evals: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """Episodes an environment failure ended (after the engine's one retry) are neither won nor lost: they leave
+    the outcome rates and are counted apart (``env_failures`` of the run, over its final evaluation)."""
+    if "failure_reason" not in evals.columns:
+        return evals, 0
+    failed = evals["failure_reason"].fillna("").astype(str) != ""
+    return evals[~failed].reset_index(drop=True), int((failed & evals["final"].astype(bool)).sum())
+
+
 def read_run(run_dir: Path) -> tuple[dict, pd.DataFrame | None, pd.DataFrame | None]:
     """(run row, eval episodes with a ``final`` column, per-step metrics) of one finished run folder."""
     done = json.loads((run_dir / "done.json").read_text())
@@ -92,7 +101,7 @@ def read_run(run_dir: Path) -> tuple[dict, pd.DataFrame | None, pd.DataFrame | N
     if missing:
         raise ValueError(f"{run_dir / 'done.json'} lacks {missing}; the engine writes them (harness train)")
     evals = _read_csv(run_dir / "eval.csv")
-    final = None
+    final, env_failures = None, 0
     if evals is not None and len(evals):
         absent = sorted(set(EVAL_COLUMNS) - set(evals.columns))
         if absent:
@@ -101,13 +110,15 @@ def read_run(run_dir: Path) -> tuple[dict, pd.DataFrame | None, pd.DataFrame | N
         if final_step is None:  # a done.json from before the step was recorded: the last evaluation
             final_step = evals["step"].max()
         evals["final"] = evals["step"] == final_step
-        final = evals[evals["final"]]
-        if final.empty:
+        if not evals["final"].any():
             raise RunDataError(
                 f"run {run_dir}: eval.csv has no rows for the final evaluation (step {final_step}, recorded in "
                 f"done.json; it holds steps {sorted(evals['step'].unique().tolist())}). Re-evaluate the run "
                 f"(python -m harness eval ... --out <csv>) or retrain it (python -m harness train ... --force)")
+        evals, env_failures = _without_env_failures(evals)
+        final = evals[evals["final"]]
     row = _run_row(done, run_dir, final)
+    row["env_failures"] = env_failures
     metrics = _read_csv(run_dir / "metrics.csv")
     return row, (None if evals is None else _tag(evals, row)), (None if metrics is None else _tag(metrics, row))
 
@@ -130,7 +141,8 @@ def load_runs(root: str | Path) -> Results:
         rows.append(row)
         evals += [] if run_evals is None else [run_evals]
         metrics += [] if run_metrics is None else [run_metrics]
-    runs = pd.DataFrame(rows, columns=[*RUN_KEYS, "method_name", "steps", "wall_time_s", "success", "score", "run_dir"])
+    runs = pd.DataFrame(rows, columns=[*RUN_KEYS, "method_name", "steps", "wall_time_s", "success", "score",
+                                       "env_failures", "run_dir"])
     return Results(
         runs=runs,
         evals=pd.concat(evals, ignore_index=True) if evals else pd.DataFrame(columns=[*RUN_KEYS, *EVAL_COLUMNS, "final"]),

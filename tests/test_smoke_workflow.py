@@ -69,8 +69,8 @@ def test_smoke_runs_are_in_mlflow(smoke_results):
 
 
 def test_soak_two_kills_reach_the_uninterrupted_tables(smoke_results, tmp_path):
-    """benchmarks/soak.py with N = 2: the smoke grid SIGKILLed twice at random moments and resumed each time ends
-    with the tables, per-run logs and MLflow runs of the uninterrupted grid above (the README records N = 10)."""
+    """benchmarks/soak.py with N = 2: the smoke grid interrupted twice at random moments (SIGKILL, then SIGTERM) and
+    resumed each time ends with the tables, per-run logs and MLflow runs of the uninterrupted grid above."""
     cmd = [sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--kills", "2", "--reference", str(smoke_results.parent),
            "--work", str(tmp_path / "soak")]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, env={**os.environ, "PYTHONPATH": str(ROOT)})

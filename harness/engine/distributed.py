@@ -194,6 +194,13 @@ def gather_objects(accelerator, obj) -> list:
     return out
 
 
+def any_rank(accelerator, flag: bool) -> bool:
+    """True on every rank when ``flag`` is True on any rank (how ranks agree to stop at the same step)."""
+    if accelerator.num_processes == 1:
+        return flag
+    return any(gather_objects(accelerator, bool(flag)))
+
+
 def broadcast_from_main(accelerator, obj):
     """Rank 0's ``obj`` on every rank."""
     if accelerator.num_processes == 1:

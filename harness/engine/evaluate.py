@@ -8,33 +8,49 @@ from harness.records.seeding import step_seed
 
 
 def evaluate(ctx, step: int) -> dict[str, float]:
-    """Roll out every eval task once; append one row per episode to eval.csv; return the summary."""
+    """Roll out every eval task once; append one row per episode to eval.csv; return the summary. An episode
+    an environment failure ended is rolled out once more; one that fails again is counted as a failure, apart
+    from the outcome rates (which are over the episodes that ran to their end)."""
     cfg = ctx.cfg
     start = time.perf_counter()
-    # distributed: rank 0 alone rolls out (the episodes one process gets); every rank receives them
-    trajs = distributed.on_main(ctx.accelerator, ctx.backend, lambda: rollout.collect(
-        ctx.backend, ctx.benchmark, ctx.envs, list(ctx.eval_panel.tasks), group_size=1, rollout_cfg=cfg.rollout,
-        max_steps=ctx.max_env_steps, temperature=cfg.eval.temperature, seed=step_seed(ctx.seeds.sampling, step, "eval")))
-    rows = [episode_row(step, traj) for traj in trajs]
+    trajs = _episodes(ctx, list(ctx.eval_panel.tasks), step_seed(ctx.seeds.sampling, step, "eval"))
+    retry = [i for i, traj in enumerate(trajs) if traj.failure_reason is not None]
+    if retry:
+        again = _episodes(ctx, [trajs[i].task for i in retry], step_seed(ctx.seeds.sampling, step, "eval-retry"))
+        for i, traj in zip(retry, again):
+            trajs[i] = traj
+    rows = [episode_row(step, traj, retried=i in retry) for i, traj in enumerate(trajs)]
     ctx.eval_log.append(rows)
-    summary = {"success": _mean(r["success"] for r in rows), "score": _mean(r["score"] for r in rows),
-               "return": _mean(r["return"] for r in rows), "length": _mean(r["length"] for r in rows)}
+    ran = [r for r in rows if not r["failure_reason"]]
+    summary = {"success": _mean(r["success"] for r in ran), "score": _mean(r["score"] for r in ran),
+               "return": _mean(r["return"] for r in ran), "length": _mean(r["length"] for r in ran)}
     by_type: dict[str, list[float]] = {}
-    for r in rows:
+    for r in ran:
         by_type.setdefault(r["task_type"], []).append(r["success"])
     metrics = {f"eval/{k}": v for k, v in summary.items()}
     metrics.update({f"eval/success/{t}": _mean(v) for t, v in sorted(by_type.items())})
+    summary["env_failures"] = len(rows) - len(ran)
+    metrics["eval/env_failure_frac"] = summary["env_failures"] / max(len(rows), 1)
     metrics["time/eval_s"] = time.perf_counter() - start
     ctx.tracker.log_metrics(metrics, step)
     ctx.log(f"{cfg.name}: eval at step {step}: success {summary['success']:.3f} score {summary['score']:.3f} "
-            f"({len(rows)} episodes, {metrics['time/eval_s']:.0f}s)")
+            f"({len(rows)} episodes, {summary['env_failures']} env failures, {metrics['time/eval_s']:.0f}s)")
     return summary
 
 
-def episode_row(step: int, traj) -> dict:
+def _episodes(ctx, tasks: list, seed: int) -> list:
+    """One episode per task; distributed: rank 0 alone rolls out, every rank receives the episodes."""
+    cfg = ctx.cfg
+    return distributed.on_main(ctx.accelerator, ctx.backend, lambda: rollout.collect(
+        ctx.backend, ctx.benchmark, ctx.envs, tasks, group_size=1, rollout_cfg=cfg.rollout,
+        max_steps=ctx.max_env_steps, temperature=cfg.eval.temperature, seed=seed))
+
+
+def episode_row(step: int, traj, retried: bool = False) -> dict:
     return {"step": step, "task_id": traj.task.task_id, "task_type": traj.task.task_type,
             "success": int(traj.won), "score": traj.score, "return": traj.episode_return,
-            "length": len(traj.turns), "truncated": int(traj.truncated), "failure_reason": traj.failure_reason or ""}
+            "length": len(traj.turns), "truncated": int(traj.truncated), "failure_reason": traj.failure_reason or "",
+            "retried": int(retried)}
 
 
 def _mean(values) -> float:

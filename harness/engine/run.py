@@ -19,6 +19,7 @@ from envs.vector import VectorEnv
 from harness.config import RunConfig, to_dict
 from harness.core import registry
 from harness.engine import distributed
+from harness.engine.interrupt import NO_STOP, StopRequest
 from harness.engine.teacher import TeacherScorer
 from harness.policy.backends import engine_config, make_backend
 from harness.policy.precision import Precision
@@ -60,6 +61,7 @@ class RunContext:
     start_step: int = 0
     elapsed_s: float = 0.0
     log: Callable = print
+    stop: StopRequest = NO_STOP  # the signal handlers' flag (harness/engine/interrupt.py); the CLI installs one
 
     @property
     def device(self):
@@ -73,12 +75,13 @@ class RunContext:
         self.metrics_log.append([{"step": step, **metrics}])
         self.tracker.log_metrics(metrics, step)
 
-    def close(self, status: str) -> None:
+    def close(self, status: str) -> dict:
+        """Close the envs and the tracking run; returns what could not reach MLflow (``{}`` when all did)."""
         self.envs.close()
         for name in (METRICS, EVAL):
             if (self.run_dir / name).exists():
                 self.tracker.log_artifact(self.run_dir / name)
-        self.tracker.end(status)
+        return self.tracker.end(status, flush_timeout_s=self.cfg.tracking.flush_timeout_s)
 
 
 def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=print,
@@ -111,12 +114,16 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
                 if evaluate_only else run_state.plan_run(run_dir, protocol, resume, force, restart_changed))
         if plan.action == "skip":
             log(f"{cfg.name}: {plan.reason}")
+            if cfg.tracking.enabled and not evaluate_only:
+                backfill_finished(run_dir, cfg.tracking, log)
             return None
         if cfg.train.cpu_threads > 0:
             torch.set_num_threads(cfg.train.cpu_threads)
         ctx = _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, method, protocol, plan, log,
                              guard, evaluate_only)
         checkpoint.restore(ctx, plan.state, truncate_logs=not evaluate_only)
+        if plan.action == "resume" and not evaluate_only:
+            ctx.tracker.resume_from(ctx.start_step)  # backfills what an outage left unsent before the kill
         return ctx
 
 
@@ -159,7 +166,7 @@ def _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, meth
         tags={"protocol_sha256": protocol["sha256"], "git_commit": str(protocol["git_commit"]),
               "method": cfg.method.name, "method_label": cfg.method_label, "profile": cfg.profile,
               "model_dir": str(model_dir)},
-        replaces=plan.previous_mlflow_run)
+        replaces=plan.previous_mlflow_run, log=log)
     if plan.action == "fresh":
         tracker.log_artifact(run_dir / PROTOCOL)
     return RunContext(
@@ -169,6 +176,17 @@ def _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, meth
         metrics_log=_step_log(accelerator, run_dir / METRICS), eval_log=_step_log(accelerator, run_dir / EVAL),
         max_env_steps=benchmark.max_steps, log=log,
     )
+
+
+def backfill_finished(run_dir: Path, tracking_cfg, log) -> None:
+    """A finished run whose done.json names calls MLflow never got: send them now (``harness sync``)."""
+    from harness.records.backfill import needs_sync, sync
+
+    if needs_sync(run_dir):
+        try:
+            sync(run_dir, tracking_cfg.uri, request_timeout_s=tracking_cfg.request_timeout_s, log=log)
+        except Exception as err:  # noqa: BLE001 - the run is finished; its files hold everything
+            log(f"tracking: could not backfill MLflow from {run_dir} ({type(err).__name__}: {err})")
 
 
 def _step_log(accelerator, path: Path):

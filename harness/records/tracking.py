@@ -84,6 +84,22 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+_HTTP_KEYS = ("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "MLFLOW_HTTP_REQUEST_TIMEOUT")
+_USER_HTTP = {key: os.environ.get(key) for key in _HTTP_KEYS}  # this environment's own settings
+
+
+def _http_settings(short_timeout_s: float | None) -> None:
+    """MLflow reads its request retries and timeout from the environment at every request: the environment's own
+    settings (``None``), or a single attempt of at most ``short_timeout_s`` for a running run's sender thread."""
+    values = _USER_HTTP if short_timeout_s is None else {
+        "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": str(max(1, math.ceil(short_timeout_s)))}
+    for key, value in values.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 class NullTracker:
     """Used when tracking is disabled: the per-run csv files still hold everything."""
 
@@ -91,7 +107,10 @@ class NullTracker:
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None: ...
     def log_artifact(self, path: Path) -> None: ...
-    def end(self, status: str = "FINISHED") -> None: ...
+    def resume_from(self, next_step: int) -> None: ...
+
+    def end(self, status: str = "FINISHED", flush_timeout_s: float = 0.0) -> dict:
+        return {}
 
 
 @contextmanager
@@ -113,21 +132,22 @@ def _store_lock(uri: str):
 
 
 class MlflowTracker:
-    def __init__(self, uri: str, artifact_root: str, experiment: str, run_name: str, run_dir: Path,
-                 params: Mapping[str, Any], tags: Mapping[str, str], replaces: str | None = None):
-        from mlflow.tracking import MlflowClient
+    """Direct MLflow calls (made by :class:`harness.records.outbox.BufferedTracker`'s thread during a run)."""
 
+    def __init__(self, uri: str, artifact_root: str, experiment: str, run_name: str, run_dir: Path,
+                 params: Mapping[str, Any], tags: Mapping[str, str], replaces: str | None = None,
+                 request_timeout_s: float = 10.0):
         self.uri = uri = resolve_uri(uri)
         if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
             Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
         with _store_lock(uri):
-            self.client = MlflowClient(tracking_uri=uri)
+            self._connect(uri, request_timeout_s)
             experiment_id = self._experiment_id(experiment, artifact_root)
         id_file = run_dir / RUN_ID_FILE
         if id_file.exists():  # resume: continue the same MLflow run
             self.run_id = id_file.read_text().strip()
             self.client.update_run(self.run_id, status="RUNNING")
-            self.logged = mlflow_runs.logged_steps(self.client, self.run_id)
+            self.refresh_logged()
         else:
             folder = str(Path(run_dir).resolve())
             run = self.client.create_run(experiment_id, run_name=run_name,
@@ -137,6 +157,28 @@ class MlflowTracker:
             self.logged = {}
             mlflow_runs.archive_replaced(self.client, experiment_id, folder, self.run_id, replaces)
             self._log_params(params)
+        if is_server(uri):  # from now on one short attempt per request: retries happen off the training path
+            _http_settings(request_timeout_s)
+
+    @classmethod
+    def attach(cls, uri: str, run_id: str, request_timeout_s: float = 10.0) -> "MlflowTracker":
+        """An existing run, to backfill (``python -m harness sync``)."""
+        self = cls.__new__(cls)
+        self.uri, self.run_id = resolve_uri(uri), run_id
+        self._connect(self.uri, request_timeout_s)
+        self.refresh_logged()
+        return self
+
+    def _connect(self, uri: str, request_timeout_s: float) -> None:
+        from mlflow.tracking import MlflowClient
+
+        self.request_timeout_s = request_timeout_s
+        _http_settings(None)  # opening a run or a backfill: MLflow's own patience (the start-up check ran first)
+        self.client = MlflowClient(tracking_uri=uri)
+
+    def refresh_logged(self) -> None:
+        """Per metric, the last step the store holds (after an outage a timed-out request may have landed)."""
+        self.logged = mlflow_runs.logged_steps(self.client, self.run_id)
 
     def _experiment_id(self, name: str, artifact_root: str) -> str:
         experiment = self.client.get_experiment_by_name(name)
@@ -159,7 +201,8 @@ class MlflowTracker:
         for start in range(0, len(items), 100):
             self.client.log_batch(self.run_id, params=items[start:start + 100])
 
-    def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
+    def log_metrics(self, metrics: Mapping[str, float], step: int) -> int:
+        """Log the (metric, step) pairs the store does not hold yet; returns how many were sent."""
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
@@ -167,6 +210,9 @@ class MlflowTracker:
                  if v is not None and math.isfinite(float(v)) and step > self.logged.get(k.replace("@", "_"), -1)]
         for start in range(0, len(items), 500):
             self.client.log_batch(self.run_id, metrics=items[start:start + 500])
+            for item in items[start:start + 500]:
+                self.logged[item.key] = step
+        return len(items)
 
     def log_artifact(self, path: Path) -> None:
         self.client.log_artifact(self.run_id, str(path))
@@ -174,10 +220,19 @@ class MlflowTracker:
     def end(self, status: str = "FINISHED") -> None:
         self.client.set_terminated(self.run_id, status=status)
 
+    def close(self) -> None:
+        """The run is over: MLflow requests get this environment's own retry settings back."""
+        _http_settings(None)
+
 
 def make_tracker(tracking_cfg, *, experiment: str, run_name: str, run_dir: Path, params: Mapping[str, Any],
-                 tags: Mapping[str, str], replaces: str | None = None):
+                 tags: Mapping[str, str], replaces: str | None = None, log=print):
+    """The run's tracker: created here against the store (the start-up check found it answering), then buffered
+    so that no later call waits for the store (harness/records/outbox.py)."""
     if not tracking_cfg.enabled:
         return NullTracker()
-    return MlflowTracker(tracking_cfg.uri, tracking_cfg.artifact_root, experiment, run_name, run_dir, params, tags,
-                         replaces)
+    from harness.records.outbox import BufferedTracker
+
+    tracker = MlflowTracker(tracking_cfg.uri, tracking_cfg.artifact_root, experiment, run_name, run_dir, params, tags,
+                            replaces, request_timeout_s=tracking_cfg.request_timeout_s)
+    return BufferedTracker(tracker, run_dir, retry_max_s=tracking_cfg.retry_max_s, log=log)

@@ -10,14 +10,14 @@ import pytest
 import torch
 
 import harness.engine.trainer as trainer
-from envs.base import register_benchmark
+from envs.base import BENCHMARKS
+from harness.core.ranges import Checked
 from harness.engine import rollout
 from harness.engine.evaluate import evaluate
 from harness.engine.failures import EnvFailureError
 from harness.engine.run import open_run
 from harness.engine.update import score
 from methods._segments import dense_ids, group_mean_std
-
 from tests.engine_helpers import toy_config
 from tests.toy_benchmark import DoorBenchmark, DoorEnv
 
@@ -41,12 +41,12 @@ class JammingDoorEnv(DoorEnv):
 
 
 @dataclass
-class JamConfig:
+class JamConfig(Checked):
     train_tasks: int = field(default=16, metadata={"help": "train tasks", "range": ">= 1"})
     crash_envs: list[int] = field(default_factory=list, metadata={"help": "which env instances jam (build order)"})
 
 
-@register_benchmark("toy_jam")
+@BENCHMARKS.register("toy_jam")
 class JammingDoorBenchmark(DoorBenchmark):
     Config = JamConfig
 

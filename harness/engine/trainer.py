@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from harness.core.loss import masked_mean
-from harness.engine import distributed, rollout
+from harness.engine import credit, distributed, rollout
 from harness.engine.evaluate import evaluate
 from harness.engine.run import RunContext, open_run
 from harness.engine.update import ppo_update, score
@@ -61,6 +61,7 @@ def rl_step(ctx: RunContext, step: int) -> dict[str, float]:
     ctx.method.check_batch(batch)
     advantages, diagnostics = ctx.method.advantages(batch, step)
     metrics.update({f"method/{k}": float(v) for k, v in diagnostics.items()})
+    metrics.update(credit.credit_metrics(batch, advantages))  # only where the benchmark labels its turns
     metrics["degenerate_group_frac"] = degenerate_group_fraction(trajs)
 
     update_start = time.perf_counter()

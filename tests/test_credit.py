@@ -7,6 +7,7 @@ import random
 
 import pytest
 import torch
+from synthetic import batch_from_rows
 
 from envs.gates.benchmark import GatesBenchmark
 from envs.gates.config import GatesConfig
@@ -16,8 +17,6 @@ from harness.core import registry
 from harness.engine import rollout
 from harness.engine.credit import DETOUR_AUROC, FATAL_AUROC, credit_metrics, turn_values
 from harness.policy.backends import Generation
-
-from synthetic import batch_from_rows
 
 
 def labelled(rows, labels, values):

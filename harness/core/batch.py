@@ -54,7 +54,7 @@ COLUMNS: dict[str, Column] = {
     "task_id": Column(LIST, None, "task id (str)"),
     "task_type": Column(LIST, None, "task type (str)"),
     # ground truth, where the benchmark labels its turns (harness/engine/credit.py)
-    "credit_label": Column(LIST, None, "the turn's label: correct | detour | fatal | invalid (envs.base.CREDIT_LABELS)"),
+    "credit_label": Column(LIST, None, "the turn's label: correct | detour | fatal | invalid (envs.base)"),
 }
 
 

@@ -174,6 +174,10 @@ class GridConfig:
     frozen_control: bool = field(default=False, metadata={
         "help": "add one run per benchmark and seed at train.lr = 0, labelled `frozen`: the warm start evaluated on "
                 "the same tasks with the same sampling seeds, the control each method's gain is measured against"})
+    settings: list[dict] = field(default_factory=list, metadata={
+        "help": "config settings the grid sweeps, each a mapping {dotted key: value} (e.g. {gates.horizon: 8}): "
+                "every method and seed runs once per setting, in its own folder, labelled <method>@<key><value> "
+                "(e.g. grpo@horizon8); empty = the profile as it is"})
 
 
 @dataclass

@@ -147,3 +147,9 @@ def test_a_teacher_method_with_an_oracle_teacher_finds_it(gates_batch, name):
     # an anti-oracle (the teacher's gap flipped) ranks them the wrong way round
     flipped = credit_metrics(batch, method.advantages(oracle_teacher(gates_batch, lift=-1.0))[0])
     assert flipped[FATAL_AUROC] < 0.4
+
+
+def test_gigpo_anchor_states_single_out_the_wrong_door(gates_batch):
+    # siblings that reach the same gate share its observation: the wrong door's step group holds the right one
+    advantages, _ = registry.build("gigpo").advantages(gates_batch)
+    assert credit_metrics(gates_batch, advantages)[FATAL_AUROC] > 0.7

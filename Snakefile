@@ -7,6 +7,7 @@
     snakemake --cores all --resources gpu=8 --config profile=paper_lora  # its LoRA variant, one GPU a run
     snakemake --profile profiles/slurm --config profile=paper      # the same 36 jobs on a SLURM cluster
     snakemake runs --cores 2                                    # train only, no tables
+    snakemake --cores 2 --config profile=sweep                  # the horizon sweep (grid.settings): + sweep figure
 
 Config keys (``--config key=value``):
     profile      cpu | tiny | smoke | smol | paper | paper_lora, or a path to a YAML profile (default cpu): the
@@ -67,10 +68,16 @@ wildcard_constraints:
 localrules: all, runs, paper_figures
 
 
+# a grid that sweeps settings (grid.settings, e.g. config/sweep.yaml) also gets the sweep's table and figure
+SWEEP_FILES = (expand(RESULTS + "/tables/sweep.{ext}", ext=["csv", "md", "tex"])
+               + expand(RESULTS + "/figures/sweep.{ext}", ext=["png", "pdf"])) if GRID.settings else []
+
+
 rule all:
     input:
         expand(RESULTS + "/tables/main.{ext}", ext=["csv", "md", "tex"]),
         expand(RESULTS + "/figures/learning_curves.{ext}", ext=["png", "pdf"]),
+        SWEEP_FILES,
 
 
 rule runs:
@@ -117,3 +124,21 @@ rule paper_figures:
     shell:
         "{PYTHON} -m paper_figures --runs {RUNS:q} --out {RESULTS:q} --profile {params.profile} "
         "--config-dir {CONFIG_DIR:q} --reps {params.reps} > {log} 2>&1"
+
+
+if SWEEP_FILES:
+    rule sweep_figure:
+        """Final success and the credit scores against the swept setting, per method (paper_figures/sweep.py)."""
+        input:
+            rules.runs.input,
+        output:
+            SWEEP_FILES,
+        params:
+            profile=shlex.quote(str(GRID.profile_path)),
+        log:
+            RESULTS + "/logs/sweep_figure.log",
+        shell:
+            "{PYTHON} -m paper_figures.sweep --runs {RUNS:q} --out {RESULTS:q} --profile {params.profile} "
+            "--config-dir {CONFIG_DIR:q} > {log} 2>&1"
+
+    localrules: sweep_figure

@@ -23,6 +23,10 @@ from harness.core.plugins import Registry
 from harness.core.ranges import Checked
 
 INVALID_ACTION_FEEDBACK = "Nothing happens."
+# What a benchmark that knows the truth may put in a step's info["credit_label"] (docs/credit.md): "fatal" = the
+# turn that lost the episode, "detour" = a harmless mistake, "invalid" = an action outside the admissible list,
+# "correct" = the rest. The engine scores every method's per-turn advantages against these labels.
+CREDIT_LABELS = ("correct", "detour", "fatal", "invalid")
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,8 @@ class StepResult:
     observation: Observation
     reward: float
     done: bool
-    # always present: "won" (bool), "action_valid" (bool); at episode end: "task_type", "task_score"
+    # always present: "won" (bool), "action_valid" (bool); at episode end: "task_type", "task_score";
+    # optional: "credit_label" (one of CREDIT_LABELS)
     info: dict = field(default_factory=dict)
 
 

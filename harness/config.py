@@ -215,6 +215,10 @@ class GridConfig(Checked):
         "help": "add a GRPO arm per benchmark and seed, labelled `grpo_compute_matched`, with more rollouts per group "
                 "(and, only if that cannot come within 5%, more steps) so that its counted compute equals the grid's "
                 "costliest method's (paper_figures/compute_match.py)"})
+    settings: list[dict] = field(default_factory=list, metadata={
+        "help": "config settings the grid sweeps, each a mapping {dotted key: value} (e.g. {gates.horizon: 8}): "
+                "every method and seed runs once per setting, in its own folder, labelled <method>@<key><value> "
+                "(e.g. grpo@horizon8); empty = the profile as it is"})
 
 
 @dataclass

@@ -32,6 +32,7 @@ class RunSpec:
     label: str  # run-folder label: name plus non-default options (harness.config.method_label)
     seed: int
     extra: tuple[str, ...] = ()  # further overrides (the frozen control's lr and label)
+    setting: tuple[tuple[str, Any], ...] = ()  # the grid setting it runs under (grid.settings), sorted by key
 
     @property
     def key(self) -> str:
@@ -47,6 +48,7 @@ class RunSpec:
         items = [f"benchmark={self.benchmark}", f"method={self.method_name}"]
         items += [f"method.{key}={_scalar(value)}" for key, value in self.options]
         items.append(f"seed={self.seed}")
+        items += [f"{key}={_scalar(value)}" for key, value in self.setting]
         items += list(self.extra)
         return items
 
@@ -58,6 +60,7 @@ class Grid:
     output_dir: str
     runs: tuple[RunSpec, ...]
     resources: dict  # gpus, mem_mb, threads, runtime_min of one train job
+    settings: tuple[tuple[tuple[str, Any], ...], ...] = ()  # grid.settings, each sorted by key; () = none swept
 
     @property
     def method_labels(self) -> list[str]:
@@ -113,30 +116,75 @@ def load_grid(profile: str, config_dir: str | Path = "config") -> Grid:
     except ConfigError as err:
         raise ConfigError(f"{path}: {err}") from None
     runs = []
-    for index, entry in enumerate(grid.methods):
-        name, options = _split_method(entry, f"{path}: grid.methods[{index}]")
-        label = method_label(name, dict(options))
-        runs += [RunSpec(b, name, options, label, int(s)) for b in grid.benchmarks for s in grid.seeds]
-    if grid.compute_matched:
-        runs += _compute_matched_runs(path, grid, runs)
-    if grid.frozen_control:
-        runs += [RunSpec(b, "grpo", (), FROZEN, int(s), ("train.lr=0.0", f"run_label={FROZEN}"))
-                 for b in grid.benchmarks for s in grid.seeds]
+    for setting in _settings(grid.settings, path):
+        arms = []
+        for index, entry in enumerate(grid.methods):
+            name, options = _split_method(entry, f"{path}: grid.methods[{index}]")
+            label = setting_label(method_label(name, dict(options)), setting)
+            extra = (f"run_label={label}",) if setting else ()
+            arms += [RunSpec(b, name, options, label, int(s), extra, setting)
+                     for b in grid.benchmarks for s in grid.seeds]
+        if grid.compute_matched:
+            arms += _compute_matched_runs(path, grid, arms, setting)
+        if grid.frozen_control:
+            label = setting_label(FROZEN, setting)
+            arms += [RunSpec(b, "grpo", (), label, int(s), ("train.lr=0.0", f"run_label={label}"), setting)
+                     for b in grid.benchmarks for s in grid.seeds]
+        runs += arms
     _check_unique(runs, path)
     resources = {k: getattr(grid, k) for k in ("gpus", "mem_mb", "threads", "runtime_min")}
     resources["strategy"] = _strategy(raw, path)  # how the job is launched: one process, or torchrun over its GPUs
     output_dir = raw.get("output_dir") or RunConfig().output_dir
-    return Grid(path.stem, path, str(output_dir), tuple(runs), resources)
+    settings = tuple(setting for setting in _settings(grid.settings, path) if setting)
+    return Grid(path.stem, path, str(output_dir), tuple(runs), resources, settings)
 
 
-def _compute_matched_runs(path: Path, grid, runs: list[RunSpec]) -> list[RunSpec]:
-    """GRPO at the counted compute of the grid's costliest method, per benchmark (paper_figures/compute_match.py)."""
+def setting_label(label: str, setting: tuple[tuple[str, Any], ...]) -> str:
+    """``grpo`` under {gates.horizon: 8} → ``grpo@horizon8``: a run identity of its own for every setting."""
+    if not setting:
+        return label
+    return label + "@" + "-".join(f"{key.rsplit('.', 1)[-1]}{_scalar(value)}" for key, value in setting)
+
+
+def split_setting_label(label: str) -> tuple[str, str]:
+    """``grpo@horizon8`` → (``grpo``, ``horizon8``); a label without a setting → (label, "")."""
+    base, _, tag = label.partition("@")
+    return base, tag
+
+
+# keys a setting may not set: the grid itself decides them for every run
+_GRID_KEYS = ("seed", "benchmark", "method", "run_label", "run_name", "output_dir", "profile", "grid")
+
+
+def _settings(entries: list, path: Path) -> list[tuple[tuple[str, Any], ...]]:
+    """``grid.settings`` checked: each a non-empty mapping of dotted config keys; none → one empty setting."""
+    from harness.core.typed import ConfigError
+
     out = []
+    for index, entry in enumerate(entries):
+        where = f"{path}: grid.settings[{index}]"
+        if not isinstance(entry, dict) or not entry:
+            raise ConfigError(f"{where}: expected a mapping of config keys to values, e.g. {{gates.horizon: 8}}; "
+                              f"got {entry!r}")
+        taken = sorted(k for k in entry if str(k).split(".", 1)[0] in _GRID_KEYS)
+        if taken:
+            raise ConfigError(f"{where}: {taken} are set by the grid for every run (seeds, benchmarks, methods); "
+                              f"a setting may set any other config key, e.g. gates.horizon")
+        out.append(tuple(sorted((str(k), v) for k, v in entry.items())))
+    return out or [()]
+
+
+def _compute_matched_runs(path: Path, grid, runs: list[RunSpec], setting=()) -> list[RunSpec]:
+    """GRPO at the counted compute of the grid's costliest method, per benchmark and setting
+    (paper_figures/compute_match.py)."""
+    out = []
+    label = setting_label(COMPUTE_MATCHED, setting)
     for bench in grid.benchmarks:
         arms = {run.label: run.override_items() for run in runs if run.benchmark == bench}  # one per variant
         extra = plan_compute_matched(path, bench, list(arms.values()))
         if extra is not None:
-            out += [RunSpec(bench, "grpo", (), COMPUTE_MATCHED, int(s), extra) for s in grid.seeds]
+            extra = tuple(e for e in extra if not e.startswith("run_label=")) + (f"run_label={label}",)
+            out += [RunSpec(bench, "grpo", (), label, int(s), extra, setting) for s in grid.seeds]
     return out
 
 

@@ -30,6 +30,8 @@ def test_rl_steps_run_on_gates(models, tmp_path, method):
     run_dir = train(gates_config(tmp_path, models, method=method, train={"steps": 1}))
     metrics = pd.read_csv(run_dir / "metrics.csv")
     assert len(metrics) == 1 and metrics["train/rows"].iloc[0] > 0
+    # Gates labels its turns: the engine scores the method's advantages against them (docs/credit.md)
+    assert {"credit/fatal_auroc", "credit/detour_auroc", "credit/fatal_episodes"} <= set(metrics.columns)
     if method == "rlsd":
         assert metrics["method/teacher_available_frac"].iloc[0] == 1.0  # the gates skill text reaches every row
     else:

@@ -7,11 +7,16 @@ actions, failing rollouts looped on invalid output until the step limit, their m
 pushed the action format itself down under GRPO, and the policy collapsed to 0% valid actions (measured). Passing the last cell wins (reward 1, the only non-zero reward).
 Observations name the cell's position, so rollouts of one task that reach the same cell see the same text
 (GiGPO's anchor states).
+
+Every step is labelled with what it did to the episode (``info["credit_label"]``): ``fatal`` (a wrong door),
+``detour`` (a wrong hall turn), ``invalid`` (an action outside the list) or ``correct``.
 """
 from __future__ import annotations
 
-from envs.base import INVALID_ACTION_FEEDBACK, Expert, Observation, StepResult, Task, TextEnv
+from envs.base import CREDIT_LABELS, INVALID_ACTION_FEEDBACK, Expert, Observation, StepResult, Task, TextEnv
 from envs.gates.tasks import Gate, Hall, Layout
+
+CORRECT, DETOUR, FATAL, INVALID = CREDIT_LABELS
 
 
 def describe(layout: Layout, position: int, key_at_gates: bool = False) -> Observation:
@@ -50,21 +55,23 @@ class GatesEnv(TextEnv):
         action = (action or "").strip().lower()
         if action not in current.admissible_actions:
             return self._result(Observation(f"{INVALID_ACTION_FEEDBACK} you are lost; the run ends.", []),
-                                valid=False, done=True)
+                                INVALID, valid=False, done=True)
         cell = self.layout.cells[self.position]
         if isinstance(cell, Gate) and action != f"open {self.layout.key}":
             colour = action.split(" ", 1)[1]
             return self._result(Observation(f"the {colour} door was locked. the alarm ends your run.", []),
-                                done=True)
+                                FATAL, done=True)
         if isinstance(cell, Hall) and action != f"go {cell.sign}":
-            return self._result(Observation(f"a wall. {current.text}", current.admissible_actions))
+            return self._result(Observation(f"a wall. {current.text}", current.admissible_actions), DETOUR)
         self.position += 1
         if self.position == len(self.layout.cells):
-            return self._result(Observation("you reach the exit.", []), done=True, won=True)
-        return self._result(describe(self.layout, self.position, self.key_at_gates))
+            return self._result(Observation("you reach the exit.", []), CORRECT, done=True, won=True)
+        return self._result(describe(self.layout, self.position, self.key_at_gates), CORRECT)
 
-    def _result(self, obs: Observation, valid: bool = True, done: bool = False, won: bool = False) -> StepResult:
-        info = {"won": won, "action_valid": valid}
+    def _result(self, obs: Observation, label: str, valid: bool = True, done: bool = False,
+                won: bool = False) -> StepResult:
+        # credit_label: the ground truth the engine scores each method's per-turn advantages against (docs/credit.md)
+        info = {"won": won, "action_valid": valid, "credit_label": label}
         if done:
             info.update(task_type=self.task.task_type, task_score=float(won))
         return StepResult(obs, 1.0 if won else 0.0, done, info)

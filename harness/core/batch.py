@@ -53,6 +53,8 @@ COLUMNS: dict[str, Column] = {
     # task
     "task_id": Column(LIST, None, "task id (str)"),
     "task_type": Column(LIST, None, "task type (str)"),
+    # ground truth, where the benchmark labels its turns (harness/engine/credit.py)
+    "credit_label": Column(LIST, None, "the turn's label: correct | detour | fatal | invalid (envs.base)"),
 }
 
 

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import torch
 
-from envs.base import Benchmark, Observation, Task, parse_action
+from envs.base import CREDIT_LABELS, Benchmark, Observation, Task, parse_action
 from harness.core.batch import StepBatch
 from harness.policy.logprobs import pad_left, pad_right
 from harness.records.seeding import step_seed
@@ -32,6 +32,7 @@ class Turn:
     observation: str  # the observation this turn answered
     next_observation: str
     reward: float
+    credit_label: str | None = None  # the benchmark's ground truth for this turn, if it gives one (docs/credit.md)
 
 
 @dataclass
@@ -111,7 +112,8 @@ def collect(backend, benchmark: Benchmark, envs, tasks: Sequence[Task], *, group
                 continue
             valid = p.valid and bool(result.info.get("action_valid", True))
             traj.turns.append(Turn(prompt, gen.prompt_ids, gen.response_ids, gen.logprobs, gen.text, p.action, valid,
-                                   observations[i].text, result.observation.text, float(result.reward)))
+                                   observations[i].text, result.observation.text, float(result.reward),
+                                   credit_label(result.info.get("credit_label"), valid)))
             history[i].append((observations[i].text, p.action))
             observations[i] = result.observation
             if result.done:
@@ -123,6 +125,16 @@ def collect(backend, benchmark: Benchmark, envs, tasks: Sequence[Task], *, group
     for i in live:
         trajs[i].truncated = True
     return trajs
+
+
+def credit_label(label: str | None, valid: bool) -> str | None:
+    """The benchmark's label, or ``invalid`` where the rollout found the output invalid (e.g. a missing tag the
+    env never saw): the invalid-action penalty already singles such a turn out, so the credit scores skip it."""
+    if label is None:
+        return None
+    if label not in CREDIT_LABELS:
+        raise ValueError(f"benchmark step info credit_label={label!r}; accepted: {list(CREDIT_LABELS)}")
+    return label if valid else "invalid"
 
 
 def _generate(backend, prompts: list[str], rollout_cfg, temperature: float, seed: int):
@@ -166,4 +178,7 @@ def to_step_batch(trajs: Sequence[Trajectory], pad_id: int) -> StepBatch:
         obs_hash=[observation_hash(turn.observation) for _, _, turn in rows],
         task_id=[traj.task.task_id for traj, _, _ in rows],
         task_type=[traj.task.task_type for traj, _, _ in rows],
+        # only where the benchmark labels its turns: a batch without the column gets no credit scores
+        credit_label=[turn.credit_label for _, _, turn in rows] if any(turn.credit_label for _, _, turn in rows)
+        else None,
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from harness.core.loss import masked_mean
-from harness.engine import distributed, failures, rollout
+from harness.engine import credit, distributed, failures, rollout
 from harness.engine.evaluate import evaluate
 from harness.engine.interrupt import NO_STOP, Interrupted, StepAbandoned, StopRequest
 from harness.engine.run import RunContext, open_run
@@ -55,6 +55,7 @@ def rl_step(ctx: RunContext, step: int) -> dict[str, float]:
         ctx.method.check_batch(batch)
         advantages, diagnostics = ctx.method.advantages(batch, step)
     metrics.update({f"method/{k}": float(v) for k, v in diagnostics.items()})
+    metrics.update(credit.credit_metrics(batch, advantages))  # only where the benchmark labels its turns
     metrics["degenerate_group_frac"] = degenerate_group_fraction(learned)
 
     update_start = time.perf_counter()

@@ -88,7 +88,11 @@ class RolloutConfig:
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature of training rollouts", "range": ">= 0"})
     top_p: float = field(default=1.0, metadata={"help": "nucleus sampling of training and evaluation rollouts", "range": "(0, 1]"})
     max_prompt_tokens: int = field(default=2048, metadata={
-        "help": "prompts longer than this keep their last tokens (the teacher's privileged prompts too)", "range": ">= 1"})
+        "help": "prompts longer than this keep their last tokens", "range": ">= 1"})
+    teacher_context_tokens: int = field(default=4096, metadata={"range": ">= 0", "help": (
+        "room a teacher's privileged prompt gets on top of max_prompt_tokens for its context (skill text, a "
+        "successful sibling's actions, hindsight); a run whose benchmark's worst-case context needs more refuses "
+        "to start and says the value (default: ALFWorld's 50-step sibling list + hindsight, at one token a byte)")})
     max_response_tokens: int = field(default=512, metadata={"help": "tokens generated per turn at most", "range": ">= 1"})
     history_length: int = field(default=2, metadata={"help": "past (observation, action) pairs shown in the prompt", "range": ">= 0"})
     think: bool = field(default=True, metadata={

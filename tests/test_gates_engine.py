@@ -31,7 +31,7 @@ def test_rl_steps_run_on_gates(models, tmp_path, method):
     metrics = pd.read_csv(run_dir / "metrics.csv")
     assert len(metrics) == 1 and metrics["train/rows"].iloc[0] > 0
     if method == "rlsd":
-        assert metrics["method/teacher_available_frac"].iloc[0] == 1.0  # the gates skill text reaches every row
+        assert metrics["teacher/available_frac"].iloc[0] == 1.0  # the gates skill text reaches every row
     else:
         assert metrics["method/step_group_size_mean"].iloc[0] > 1.0  # siblings share observations: anchor states
     assert json.loads((run_dir / "done.json").read_text())["benchmark"] == "gates"

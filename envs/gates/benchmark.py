@@ -9,9 +9,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from envs.gates.skills import SKILLS
-from envs.base import Benchmark, Expert, Observation, PromptTemplate, Task, TaskPanel, TextEnv, register_benchmark
+from envs.base import (Benchmark, Expert, Observation, PromptTemplate, Task, TaskPanel, TextBounds, TextEnv,
+                       register_benchmark)
 from envs.gates.config import GatesConfig
-from envs.gates.env import GatesEnv, GatesExpert, task_text
+from envs.gates.env import GatesEnv, GatesExpert, longest_texts, task_text
 from envs.gates.prompts import gates_template, render_prompt
 from envs.gates.tasks import layouts, settings_digest
 
@@ -70,6 +71,9 @@ class GatesBenchmark(Benchmark):
 
     def task_description(self, task: Task, first_observation: Observation) -> str:
         return task_text(task.payload)
+
+    def text_bounds(self) -> TextBounds:
+        return TextBounds(*longest_texts(self.config))
 
     def format_prompt(self, task_text: str, history: Sequence[tuple[str, str]], observation: Observation,
                       step: int, history_length: int) -> str:

@@ -99,6 +99,25 @@ class WebshopEnv(TextEnv):
         elif s.kind == "detail":
             s.kind, s.detail = "item", None
 
+    def longest_texts(self, goals) -> tuple[str, str]:
+        """(the longest action, the longest observation) over the catalogue: every item and detail page, a
+        results page of the longest titles with both page buttons, and the search queries ``goals`` ask for."""
+        catalogue, pages = self.catalogue, []
+        for product in catalogue.products:
+            self.state = _Browse(kind="item", asin=product.asin)
+            pages.append(self._item_page())
+            for detail in ("description", "features", "reviews"):
+                self.state.kind, self.state.detail = "detail", detail
+                pages.append(self._detail_page())
+        by_title = sorted(catalogue.products, key=lambda p: len(p.title) + len(p.price_text), reverse=True)
+        per_page = self.settings.results_per_page
+        self.state = _Browse(kind="results", page_no=2, results=[p.asin for p in by_title[:per_page]] * 3)
+        pages.append(self._results_page())
+        self.state, self.page = _Browse(), None
+        actions = [a for page in pages for a in page.admissible_actions]
+        actions += [f"search[{goal.search_query}]" for goal in goals]
+        return max(actions, key=len), max((page.text for page in pages), key=len)
+
     # ------------------------------------------------------------------ pages
     def _render(self) -> Page:
         kind = self.state.kind

@@ -20,6 +20,7 @@ from harness.config import RunConfig, to_dict
 from harness.core import registry
 from harness.engine import distributed
 from harness.engine.teacher import TeacherScorer
+from harness.engine.teacher_budget import check_before_weights, check_teacher_budget
 from harness.policy.backends import engine_config, make_backend
 from harness.policy.precision import Precision
 from harness.policy.reference import Reference, build_reference
@@ -105,6 +106,8 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
         train_panel = benchmark.panel("train")
         eval_panel = benchmark.panel(cfg.eval.split, cfg.eval.panel_size)
         method = registry.build(cfg.method.name, cfg.method.options)
+        # the teacher context must fit its prompt limit: refused here, before any weight loads, where it can be
+        budget_checked = check_before_weights(cfg, benchmark, method.teacher)
         protocol = build_protocol(config=to_dict(cfg), method_options=dataclasses.asdict(method.config),
                                   seeds=seeds.as_dict(), template_sha256=benchmark.template.sha256,
                                   panels={"train": train_panel, "eval": eval_panel})
@@ -116,13 +119,13 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
         if cfg.train.cpu_threads > 0:
             torch.set_num_threads(cfg.train.cpu_threads)
         ctx = _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, method, protocol, plan, log,
-                             guard, evaluate_only)
+                             guard, evaluate_only, budget_checked)
         checkpoint.restore(ctx, plan.state, truncate_logs=not evaluate_only)
         return ctx
 
 
 def _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, method, protocol, plan, log, guard,
-                   evaluate_only) -> RunContext:
+                   evaluate_only, budget_checked=True) -> RunContext:
     precision = Precision(cfg.model.dtype, distributed.device_type(cfg))
     accelerator = distributed.make_accelerator(cfg, precision)  # one process, or one rank of an FSDP launch
     # Loaded on the CPU: the reference is copied from it there (an offloaded copy never visits the GPU), then
@@ -130,6 +133,8 @@ def _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, meth
     # distributed.prepare shards it over the ranks' devices).
     with accelerator.main_process_first():  # distributed: rank 0 builds a missing tiny model, the others load it
         model, tokenizer, model_dir = prepare_policy(cfg, benchmark, "cpu", log=log)
+    if not budget_checked:  # a tiny model built just now: its tokenizer settles the teacher budget
+        check_teacher_budget(cfg, benchmark, method.teacher, tokenizer)
     reference = None if evaluate_only else build_reference(cfg, model, precision, accelerator.device)
     model, optimizer = distributed.prepare(accelerator, cfg, model, lambda params: torch.optim.AdamW(
         [p for p in params if p.requires_grad], lr=cfg.train.lr, weight_decay=cfg.train.weight_decay))  # all, or LoRA's
@@ -141,7 +146,7 @@ def _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, meth
         policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     backend = make_backend(engine_config(cfg), policy, tokenizer, accelerator.device, precision)
     teacher = (TeacherScorer(policy, tokenizer, cfg.benchmark, cfg.rollout.max_prompt_tokens, cfg.train.ppo_micro_batch,
-                             precision) if method.teacher is not None else None)
+                             precision, cfg.rollout.teacher_context_tokens) if method.teacher is not None else None)
     envs = VectorEnv(benchmark.make_env, num_workers=cfg.rollout.env_workers)
     accelerator.wait_for_everyone()  # distributed: every rank has read the folder before rank 0 changes it
     if not evaluate_only and accelerator.is_main_process:  # everything is built: the first write to the run folder

@@ -56,7 +56,10 @@ def rl_step(ctx: RunContext, step: int) -> dict[str, float]:
     teacher_start = time.perf_counter()
     if ctx.method.teacher is not None:
         batch, teacher_metrics = ctx.teacher.score(batch, trajs, ctx.method.teacher)
-        metrics.update({f"method/{k}": v for k, v in teacher_metrics.items()})
+        metrics.update(teacher_metrics)  # teacher/*: the premise of the method (harness.engine.teacher)
+        warning = ctx.teacher.monitor.update(teacher_metrics)
+        if warning:
+            ctx.log(f"{cfg.name} step {step}: {warning}")
     teacher_s = time.perf_counter() - teacher_start
     ctx.method.check_batch(batch)
     advantages, diagnostics = ctx.method.advantages(batch, step)

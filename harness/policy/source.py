@@ -71,6 +71,28 @@ def tiny_model_dir(cfg) -> Path:
     return Path(cfg.model.cache_dir) / f"tiny-{cfg.benchmark}-{digest}"
 
 
+def local_tokenizer(cfg):
+    """The run's tokenizer if its model folder is already on this machine (no weights are read), else None."""
+    from harness.policy.gguf import READY as GGUF_READY
+    from harness.policy.gguf import file_sha256, gguf_path
+    from harness.policy.models import load_tokenizer
+
+    if cfg.model.source == "tiny":
+        folder = tiny_model_dir(cfg)
+        ready = folder / READY
+    elif is_gguf_source(cfg.model.source):
+        try:
+            path = gguf_path(cfg.model.source)
+        except FileNotFoundError:
+            return None
+        folder = Path(cfg.model.cache_dir) / f"gguf-{path.stem}-{file_sha256(path)[:12]}"  # as converted_folder
+        ready = folder / GGUF_READY
+    else:
+        folder = Path(cfg.model.source)
+        ready = folder / "tokenizer.json"
+    return load_tokenizer(folder) if ready.exists() else None
+
+
 def prepare_policy(cfg, benchmark: Benchmark, device, log=print):
     """Return (model, tokenizer, model_dir) for the run, building the tiny model if needed. The weights are float32
     (trained) or, under LoRA, a frozen base in the compute dtype with a float32 adapter (harness/policy/precision.py)."""

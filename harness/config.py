@@ -59,6 +59,10 @@ class ModelConfig:
         "help": "fraction of the warm start's optimizer steps with a linear learning-rate warm-up", "range": "[0, 1]"})
     warm_start_cosine: bool = field(default=False, metadata={
         "help": "decay the warm start's learning rate to 0 on a cosine after the warm-up"})
+    warm_start_context_share: float = field(default=0.0, metadata={"range": "[0, 1)", "help": (
+        "share of the demonstrated turns also shown under a teacher context (skills, successful sibling, "
+        "hindsight; harness/policy/context_demos.py) with the action the context points to, so a model built here "
+        "can read the privileged contexts its teacher pass scores (0 = plain demonstrations only)")})
     warm_start_max_grad_norm: float | None = field(default=None, metadata={
         "help": "gradient-norm clipping in the warm start (null = off)", "range": "> 0"})
     cache_dir: str = field(default="results/models", metadata={

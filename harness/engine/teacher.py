@@ -32,6 +32,7 @@ from harness.policy.logprobs import pad_left, response_logprobs
 from harness.policy.models import chat_prompt_ids
 from harness.policy.precision import Precision
 
+SKILLS_HEADER = "[Privileged Skill Information]\n"
 SIBLING_HEADER = "Reference: a successful attempt at this task took these actions:\n"
 HINDSIGHT_HEADER = "The observation that followed your action at this step:\n"
 
@@ -52,7 +53,7 @@ def _sibling_actions(trajs: Sequence[Trajectory]) -> dict[int, str | None]:
 
 
 def skills_contexts(trajs: Sequence[Trajectory], benchmark: str) -> list[str | None]:
-    return [f"[Privileged Skill Information]\n{skill_for(benchmark, traj.task.task_type)}\n\n"
+    return [f"{SKILLS_HEADER}{skill_for(benchmark, traj.task.task_type)}\n\n"
             for traj in trajs for _ in traj.turns]
 
 

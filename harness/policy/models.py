@@ -263,7 +263,7 @@ def load_policy(source: str | Path, dtype: str, device) -> tuple[PreTrainedModel
 def warm_start(model, tokenizer, demos: list[tuple[str, str]], epochs: int, lr: float, seed: int,
                batch_size: int = 16, log: Callable | None = None, max_prompt_tokens: int | None = None,
                prompt_loss_weight: float = 0.0, warmup_fraction: float = 0.0, cosine: bool = False,
-               max_grad_norm: float | None = None) -> dict:
+               max_grad_norm: float | None = None, prompt_limits: list[int] | None = None) -> dict:
     """Supervised fine-tuning on (prompt, response) pairs; the loss covers the response tokens and ``<|im_end|>``.
 
     The prompt goes through the chat template exactly as in a rollout (left-truncated to ``max_prompt_tokens``);
@@ -273,7 +273,8 @@ def warm_start(model, tokenizer, demos: list[tuple[str, str]], epochs: int, lr: 
     several times faster with it, since every prompt token then teaches. The learning rate warms up linearly over
     ``warmup_fraction`` of the optimizer steps, then stays constant or (``cosine``) decays to 0.
     Returns ``{"loss_per_epoch": [...], "first_loss", "last_loss", "response_tokens", "seconds"}``; the losses are
-    the response-token loss alone.
+    the response-token loss alone. ``prompt_limits`` (one per demonstration) replaces ``max_prompt_tokens`` where a
+    demonstration has its own limit (a teacher's privileged prompt).
     """
     from harness.policy.logprobs import pad_left, pad_right
 
@@ -281,7 +282,9 @@ def warm_start(model, tokenizer, demos: list[tuple[str, str]], epochs: int, lr: 
         raise ValueError("warm_start: no demonstrations; pass (prompt, response) pairs from the benchmarks' experts")
     started = time.perf_counter()
     prompts = chat_prompt_ids(tokenizer, [p for p, _ in demos])
-    if max_prompt_tokens:
+    if prompt_limits is not None:
+        prompts = [ids[-limit:] for ids, limit in zip(prompts, prompt_limits)]
+    elif max_prompt_tokens:
         prompts = [ids[-max_prompt_tokens:] for ids in prompts]
     eot = end_of_turn_id(tokenizer)
     responses = [ids + [eot] for ids in tokenizer([r for _, r in demos], add_special_tokens=False)["input_ids"]]

@@ -67,6 +67,12 @@ def tiny_model_dir(cfg) -> Path:
         "benchmark_options": dataclasses.asdict(cfg.benchmark_config),
         "profile": cfg.profile,
     }
+    if cfg.model.warm_start_context_share > 0:  # the context texts are demonstrated: a changed header rebuilds
+        from envs.base import benchmark_class
+        from harness.engine import teacher
+
+        key["contexts"] = [teacher.SKILLS_HEADER, teacher.SIBLING_HEADER, teacher.HINDSIGHT_HEADER,
+                           benchmark_class(cfg.benchmark).skills, cfg.rollout.teacher_context_tokens]
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
     return Path(cfg.model.cache_dir) / f"tiny-{cfg.benchmark}-{digest}"
 
@@ -117,6 +123,15 @@ def build_warm_tiny_model(cfg, benchmark: Benchmark, model_dir: Path, log=print)
     demo_tasks = benchmark.panel("train").tasks[: cfg.model.warm_start_demos or None]
     log(f"collecting expert demonstrations on {len(demo_tasks)} train tasks")
     demos = demonstrations(benchmark, demo_tasks, cfg.rollout, benchmark.max_steps)
+    limits = [cfg.rollout.max_prompt_tokens] * len(demos)
+    if cfg.model.warm_start_context_share > 0:
+        from harness.policy.context_demos import context_demonstrations
+
+        with_context = context_demonstrations(benchmark, demo_tasks, cfg.rollout, benchmark.max_steps,
+                                              cfg.model.warm_start_context_share)
+        log(f"+ {len(with_context)} demonstrations under a teacher context (skills, successful sibling, hindsight)")
+        demos += with_context  # the tokenizer's corpus below holds the context texts too
+        limits += [cfg.rollout.max_prompt_tokens + cfg.rollout.teacher_context_tokens] * len(with_context)
     corpus = [p for p, _ in demos] + [r for _, r in demos]
     base_dir = model_dir.with_name(model_dir.name + "-base")
     build_tiny_model(cfg.model, corpus, base_dir, seed=0)
@@ -128,7 +143,7 @@ def build_warm_tiny_model(cfg, benchmark: Benchmark, model_dir: Path, log=print)
         stats = warm_start(model, tokenizer, demos, epochs=m.warm_start_epochs, lr=m.warm_start_lr, seed=0,
                            batch_size=m.warm_start_batch, prompt_loss_weight=m.warm_start_prompt_loss,
                            warmup_fraction=m.warm_start_warmup, cosine=m.warm_start_cosine,
-                           max_grad_norm=m.warm_start_max_grad_norm, max_prompt_tokens=cfg.rollout.max_prompt_tokens,
+                           max_grad_norm=m.warm_start_max_grad_norm, prompt_limits=limits,
                            log=lambda row: log(f"warm start epoch {row['epoch']}: response loss {row['sft_loss']:.3f}"))
     model_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(model_dir)

@@ -290,7 +290,8 @@ def warm_start(model, tokenizer, demos: list[tuple[str, str]], epochs: int, lr: 
     responses = [ids + [eot] for ids in tokenizer([r for _, r in demos], add_special_tokens=False)["input_ids"]]
     device = next(model.parameters()).device
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    total_steps = epochs * -(-len(demos) // batch_size)
+    classes = [len(demos)] if prompt_limits is None else [prompt_limits.count(v) for v in set(prompt_limits)]
+    total_steps = epochs * sum(-(-n // batch_size) for n in classes)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: _lr_factor(step, total_steps, warmup_fraction, cosine))
     order_rng = random.Random(seed)
@@ -298,11 +299,8 @@ def warm_start(model, tokenizer, demos: list[tuple[str, str]], epochs: int, lr: 
     model.train()
     losses: list[float] = []
     for epoch in range(epochs):
-        order = list(range(len(demos)))
-        order_rng.shuffle(order)
         total, count = 0.0, 0
-        for start in range(0, len(order), batch_size):
-            rows = order[start:start + batch_size]
+        for rows in _batches(len(demos), batch_size, order_rng, prompt_limits):
             prompt_ids, prompt_mask = pad_left([prompts[i] for i in rows], tokenizer.pad_token_id)
             response_ids, response_mask = pad_right([responses[i] for i in rows], tokenizer.pad_token_id)
             response_loss, prompt_loss, n_tokens = _sft_losses(model, prompt_ids.to(device), prompt_mask.to(device),
@@ -324,6 +322,21 @@ def warm_start(model, tokenizer, demos: list[tuple[str, str]], epochs: int, lr: 
     return {"loss_per_epoch": losses, "first_loss": losses[0] if losses else None,
             "last_loss": losses[-1] if losses else None, "response_tokens": sum(map(len, responses)),
             "seconds": time.perf_counter() - started}
+
+
+def _batches(count: int, batch_size: int, rng: random.Random, limits: list[int] | None) -> list[list[int]]:
+    """Shuffled mini-batches of demonstration indices. Demonstrations with different prompt limits (a teacher's
+    longer privileged prompts) are batched apart, so a plain prompt is not left-padded to a context's length."""
+    order = list(range(count))
+    rng.shuffle(order)
+    if limits is None or len(set(limits)) == 1:
+        return [order[start:start + batch_size] for start in range(0, count, batch_size)]
+    batches = []
+    for limit in sorted(set(limits)):
+        same = [i for i in order if limits[i] == limit]
+        batches += [same[start:start + batch_size] for start in range(0, len(same), batch_size)]
+    rng.shuffle(batches)
+    return batches
 
 
 def _lr_factor(step: int, total_steps: int, warmup_fraction: float, cosine: bool) -> float:

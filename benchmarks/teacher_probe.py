@@ -22,6 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import torch  # noqa: E402
+
 from envs.base import make_benchmark  # noqa: E402
 from harness.config import load_config  # noqa: E402
 from harness.policy.context_demos import probe  # noqa: E402
@@ -41,6 +43,8 @@ def main(argv: list[str]) -> int:
         overrides += [f"model.source={smol.model.source}", "model.dtype=float32", "model.lora_rank=0"]
     cfg = load_config(args.config, overrides)
     benchmark = make_benchmark(cfg.benchmark, cfg.benchmark_config, think=cfg.rollout.think)
+    if cfg.train.cpu_threads > 0:  # as a run sets it (config/cpu.yaml: 1 thread; 2 contend on a shared core pair)
+        torch.set_num_threads(cfg.train.cpu_threads)
     started = time.perf_counter()
     model, tokenizer, model_dir = prepare_policy(cfg, benchmark, "cpu", log=lambda line: print(line, flush=True))
     model.eval()

@@ -2,7 +2,8 @@
 
 A pretrained LLM follows a hint or a reference placed before its prompt; a model trained from scratch on plain
 prompts has never seen such a prefix (issue: its teacher knew less than the student). The warm start therefore
-also shows, on a share of the demonstrated turns (``model.warm_start_context_share``), each teacher context
+also shows, on every turn where the plain demonstration leaves the choice open (a Gates gate under
+``demo_pivots: leaning``) and on a share of the others (``model.warm_start_context_share``), each teacher context
 (skills, successful sibling, hindsight) built by the very builders of the teacher pass (harness/engine/teacher.py)
 and placed before the prompt as that pass places it, with the action the context points to: the successful
 reference's action at this turn (for the skill text: the demonstrator's, i.e. the expert's, action). For
@@ -25,6 +26,7 @@ class DemoTurn:
     admissible: list[str]
     action: str
     next_observation: str
+    ambivalent: bool = False  # the plain demonstration teaches more than one response here (a Gates gate)
 
 
 @dataclass
@@ -46,7 +48,9 @@ def play(benchmark: Benchmark, env, task: Task, rollout_cfg, max_steps: int, exp
         action = expert.act(obs)
         prompt = benchmark.format_prompt(task_text, history, obs, step, rollout_cfg.history_length)
         result = env.step(action)
-        turns.append(DemoTurn(prompt, obs.text, list(obs.admissible_actions), action, result.observation.text))
+        ambivalent = len(set(expert.targets(obs, action))) > 1
+        turns.append(DemoTurn(prompt, obs.text, list(obs.admissible_actions), action, result.observation.text,
+                              ambivalent))
         history.append((obs.text, action))
         obs = result.observation
         if result.done:
@@ -82,8 +86,9 @@ def context_for(kind: str, benchmark: Benchmark, reference: Episode, turn_index:
 
 def context_demonstrations(benchmark: Benchmark, tasks, rollout_cfg, max_steps: int, share: float,
                            seed: int = 0) -> list[tuple[str, str]]:
-    """(context + prompt, response) pairs on a ``share`` of the demonstrator's turns of its won episodes; each
-    chosen turn gets one context, the kinds in turn."""
+    """(context + prompt, response) pairs on the demonstrator's turns of its won episodes: every turn where its
+    plain demonstration teaches more than one response (the context is what decides there), and a ``share`` of
+    the others; each chosen turn gets one context, the kinds in turn."""
     from harness.engine.teacher import CONTEXTS
     from harness.policy.source import format_response
 
@@ -99,8 +104,8 @@ def context_demonstrations(benchmark: Benchmark, tasks, rollout_cfg, max_steps: 
             if not episode.won:
                 continue  # no successful reference to point to
             for index, turn in enumerate(episode.turns):
-                if rng.random() >= share:
-                    continue
+                if not turn.ambivalent and rng.random() >= share:
+                    continue  # where the plain demonstration leaves the choice open, the context always decides
                 kind = kinds[len(pairs) % len(kinds)]
                 next_obs = None
                 others = [a for a in turn.admissible if a != turn.action]

@@ -70,9 +70,10 @@ def tiny_model_dir(cfg) -> Path:
     if cfg.model.warm_start_context_share > 0:  # the context texts are demonstrated: a changed header rebuilds
         from envs.base import benchmark_class
         from harness.engine import teacher
+        from harness.policy.context_demos import SCHEME
 
         key["contexts"] = [teacher.SKILLS_HEADER, teacher.SIBLING_HEADER, teacher.HINDSIGHT_HEADER,
-                           benchmark_class(cfg.benchmark).skills, cfg.rollout.teacher_context_tokens]
+                           benchmark_class(cfg.benchmark).skills, cfg.rollout.teacher_context_tokens, SCHEME]
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
     return Path(cfg.model.cache_dir) / f"tiny-{cfg.benchmark}-{digest}"
 

@@ -50,3 +50,18 @@ def test_warm_started_teacher_reads_the_sibling_context(tmp_path):
     student, sibling = (sum(table[k]) / len(table[k]) for k in ("student", "successful_sibling"))
     assert len(table["student"]) == 12 * GATES["pivots"]
     assert sibling > student + 0.1, table
+
+
+def test_warm_start_batches_context_demonstrations_apart():
+    import random
+
+    from harness.policy.models import _batches
+
+    limits = [128] * 50 + [512] * 13
+    batches = _batches(len(limits), 8, random.Random(0), limits)
+    assert sorted(i for b in batches for i in b) == list(range(len(limits)))
+    assert all(len({limits[i] for i in b}) == 1 for b in batches)
+    plain = _batches(20, 8, random.Random(0), [128] * 20)  # one limit: the plain shuffled order, as before
+    order = list(range(20))
+    random.Random(0).shuffle(order)
+    assert plain == [order[:8], order[8:16], order[16:]]

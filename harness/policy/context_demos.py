@@ -18,7 +18,6 @@ from typing import Sequence
 
 from envs.base import Benchmark, Task
 
-
 # what the context demonstrations are: part of the tiny model's cache key (harness/policy/source.py), so a changed
 # scheme rebuilds the warm start
 SCHEME = ("every ambivalent turn and a share of the others, one context each in turn; hindsight: half with another "

@@ -42,9 +42,16 @@ def test_context_demonstrations_place_the_teacher_context_before_the_prompt(tmp_
 
 
 def test_warm_started_teacher_reads_the_sibling_context(tmp_path):
+    import torch
+
     cfg = _config(tmp_path, 0.3)
     benchmark = make_benchmark("gates", cfg.benchmark_config)
-    model, tokenizer, _ = prepare_policy(cfg, benchmark, "cpu", log=lambda line: None)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cfg.train.cpu_threads)  # as a run does: one thread on a shared CPU
+    try:
+        model, tokenizer, _ = prepare_policy(cfg, benchmark, "cpu", log=lambda line: None)
+    finally:
+        torch.set_num_threads(threads)
     table = probe(model, tokenizer, benchmark, benchmark.panel("eval_out").tasks[:12], cfg.rollout,
                   benchmark.max_steps)
     student, sibling = (sum(table[k]) / len(table[k]) for k in ("student", "successful_sibling"))

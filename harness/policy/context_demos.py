@@ -95,7 +95,7 @@ def context_demonstrations(benchmark: Benchmark, tasks, rollout_cfg, max_steps: 
     plain demonstration teaches more than one response (the context is what decides there), and a ``share`` of
     the others; each chosen turn gets one context, the kinds in turn."""
     from harness.engine.teacher import CONTEXTS
-    from harness.policy.source import format_response
+    from harness.policy.models import format_response
 
     if share <= 0:
         return []
@@ -142,8 +142,7 @@ def action_probabilities(model, tokenizer, prompt: str, actions: list[str], thin
     import torch
 
     from harness.policy.logprobs import pad_left, pad_right, response_logprobs
-    from harness.policy.models import chat_prompt_ids, end_of_turn_id
-    from harness.policy.source import format_response
+    from harness.policy.models import chat_prompt_ids, end_of_turn_id, format_response
 
     ids = chat_prompt_ids(tokenizer, [prompt])[0][-limit:]
     eot = end_of_turn_id(tokenizer)

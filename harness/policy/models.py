@@ -260,6 +260,12 @@ def load_policy(source: str | Path, dtype: str, device) -> tuple[PreTrainedModel
 
 # ---------------------------------------------------------------------------------------------------------
 # supervised warm start
+def format_response(action: str, think: bool) -> str:
+    """The response a demonstration teaches: the action in tags, with a short reasoning when thinking is on."""
+    thought = f"<think>The next useful step is to {action}.</think>" if think else ""
+    return f"{thought}<action>{action}</action>"
+
+
 def warm_start(model, tokenizer, demos: list[tuple[str, str]], epochs: int, lr: float, seed: int,
                batch_size: int = 16, log: Callable | None = None, max_prompt_tokens: int | None = None,
                prompt_loss_weight: float = 0.0, warmup_fraction: float = 0.0, cosine: bool = False,

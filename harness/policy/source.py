@@ -15,18 +15,12 @@ from pathlib import Path
 
 from envs.base import Benchmark
 from harness.policy.gguf import converted_folder, is_gguf_source
-from harness.policy.models import build_tiny_model, file_lock, load_policy, warm_start
+from harness.policy.models import build_tiny_model, file_lock, format_response, load_policy, warm_start
 from harness.policy.precision import MASTER_DTYPE, storage_dtype
 
 READY = "ready.json"
 # model keys a run applies on top of the built model (LoRA wraps it after loading): not part of the cache key
 NOT_IN_TINY_KEY = ("lora_rank", "lora_alpha", "lora_target_modules")
-
-
-def format_response(action: str, think: bool) -> str:
-    """The response a demonstration teaches: the action in tags, with a short reasoning when thinking is on."""
-    thought = f"<think>The next useful step is to {action}.</think>" if think else ""
-    return f"{thought}<action>{action}</action>"
 
 
 def demonstrations(benchmark: Benchmark, tasks, rollout_cfg, max_steps: int) -> list[tuple[str, str]]:

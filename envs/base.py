@@ -157,6 +157,15 @@ def _is_admissible(action: str, admissible: Sequence[str]) -> bool:
     return bool(bracket) and verb in verbs and rest.endswith("]") and len(rest) > 1
 
 
+@dataclass(frozen=True)
+class TextBounds:
+    """The longest texts an episode of a benchmark can show: what a teacher context copies out of an episode
+    (a reference's actions, the observation that followed), so the run can size the teacher's prompt limit."""
+
+    action: str  # the longest action a successful episode can take
+    observation: str  # the longest observation a step can return
+
+
 class Expert(ABC):
     """A scripted policy for demonstrations and tests: observation in, action string out."""
 
@@ -210,6 +219,25 @@ class Benchmark(ABC):
         """The policy the tiny model's warm start imitates (default: the expert; a benchmark may demonstrate
         only the format and leave the decisions to RL)."""
         return self.expert(task)
+
+    def text_bounds(self) -> TextBounds:
+        """The longest action and observation of any episode (:class:`TextBounds`). This default takes them from
+        the expert's episodes on up to 64 train tasks: seen, not proven; a benchmark whose texts have a known
+        longest form (its vocabulary, its catalogue) overrides it with that."""
+        env, actions, observations = self.make_env(), [""], [""]
+        try:
+            for task in self.panel("train").tasks[:64]:
+                obs, expert = env.reset(task), self.expert(task)
+                for _ in range(self.max_steps):
+                    actions += obs.admissible_actions
+                    result = env.step(expert.act(obs))
+                    obs = result.observation
+                    observations.append(obs.text)
+                    if result.done:
+                        break
+        finally:
+            env.close()
+        return TextBounds(max(actions, key=len), max(observations, key=len))
 
     def task_description(self, task: Task, first_observation: Observation) -> str:
         """The task text shown in every prompt (defaults to the first observation)."""

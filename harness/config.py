@@ -62,6 +62,10 @@ class ModelConfig(Checked):
         "help": "fraction of the warm start's optimizer steps with a linear learning-rate warm-up", "range": "[0, 1]"})
     warm_start_cosine: bool = field(default=False, metadata={
         "help": "decay the warm start's learning rate to 0 on a cosine after the warm-up"})
+    warm_start_context_share: float = field(default=0.0, metadata={"range": "[0, 1)", "help": (
+        "share of the demonstrated turns also shown under a teacher context (skills, successful sibling, "
+        "hindsight; harness/policy/context_demos.py) with the action the context points to, so a model built here "
+        "can read the privileged contexts its teacher pass scores (0 = plain demonstrations only)")})
     warm_start_max_grad_norm: float | None = field(default=None, metadata={
         "help": "gradient-norm clipping in the warm start (null = off)", "range": "> 0"})
     cache_dir: str = field(default="results/models", metadata={
@@ -104,7 +108,11 @@ class RolloutConfig(Checked):
     temperature: float = field(default=1.0, metadata={"help": "sampling temperature of training rollouts", "range": ">= 0"})
     top_p: float = field(default=1.0, metadata={"help": "nucleus sampling of training and evaluation rollouts", "range": "(0, 1]"})
     max_prompt_tokens: int = field(default=2048, metadata={
-        "help": "prompts longer than this keep their last tokens (the teacher's privileged prompts too)", "range": ">= 1"})
+        "help": "prompts longer than this keep their last tokens", "range": ">= 1"})
+    teacher_context_tokens: int = field(default=4096, metadata={"range": ">= 0", "help": (
+        "room a teacher's privileged prompt gets on top of max_prompt_tokens for its context (skill text, a "
+        "successful sibling's actions, hindsight); a run whose benchmark's worst-case context needs more refuses "
+        "to start and says the value (default: ALFWorld's 50-step sibling list + hindsight, at one token a byte)")})
     max_response_tokens: int = field(default=512, metadata={"help": "tokens generated per turn at most", "range": ">= 1"})
     history_length: int = field(default=2, metadata={"help": "past (observation, action) pairs shown in the prompt", "range": ">= 0"})
     think: bool = field(default=True, metadata={

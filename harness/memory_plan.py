@@ -30,6 +30,8 @@ c = bytes of ``model.dtype``, the compute dtype):
   (:data:`harness.memory_rows.LOGITS_BACKWARD_EXTRA_BYTES`).
 * FSDP x vLLM layout rows (:mod:`harness.memory_rows`): PyTorch's cached-but-free blocks at the engine's wake,
   the full model FSDP + ``hf`` generation holds, the root unit's fp32 reduce-scatter buffer.
+  The scoring forward of a method with a teacher holds rows of s + ``rollout.teacher_context_tokens`` tokens
+  (the teacher's privileged prompts).
 * vLLM: ``backend.gpu_memory_utilization`` × the GPU's memory, held during generation only. The backend sleeps
   the engine after each generation (:mod:`harness.policy.backends.vllm`, ``sleep(level=1)``: weights to CPU memory, KV
   cache freed), so the update phases do not hold it; what a sleeping engine keeps (its CUDA graphs, the CUDA
@@ -260,10 +262,19 @@ def _activation_rows(cfg, shape: Shape, c: int) -> list[Row]:
     else:
         layers = shape.layers * per_layer + per_layer
         how = "no gradient checkpointing: every layer's saved tensors"
-    scoring = 2 * b * s * (shape.hidden + shape.intermediate) * c + logits * (c + 8)
+    teacher = _teacher_room(cfg)  # the teacher pass scores prompts this much longer (harness/engine/teacher.py)
+    scoring = 2 * b * (s + teacher) * (shape.hidden + shape.intermediate) * c + logits * (c + 8)
+    longest = f", teacher prompts {s + teacher} tokens" if teacher else ""
     return [Row(f"activations, micro-batch {b} × {s} tokens ({how})", layers, ("bwd",)),
             Row(f"logits of {r} response tokens and their gradient", logits * (c + _logits_extra()), ("bwd",)),
-            Row("scoring forward (no gradient): one layer + logits", scoring, ("score",))]
+            Row(f"scoring forward (no gradient): one layer + logits{longest}", scoring, ("score",))]
+
+
+def _teacher_room(cfg) -> int:
+    """rollout.teacher_context_tokens when the run's method scores a teacher context, else 0."""
+    from harness.core import registry
+
+    return cfg.rollout.teacher_context_tokens if registry.get(cfg.method.name).teacher is not None else 0
 
 
 def _logits_extra() -> int:

@@ -202,10 +202,10 @@ def apply_multiplier(adv_rows: Tensor, multiplier: Tensor, active: Tensor, mask:
     return to_tokens(adv_rows * torch.where(active, multiplier.double(), 1.0), mask)
 
 
-def multiplier_diagnostics(multiplier: Tensor, active: Tensor, mask: Tensor, available: Tensor) -> dict:
-    """Multiplier statistics over the segments (rows, 1-D) or tokens (2-D) it acts on; teacher availability."""
+def multiplier_diagnostics(multiplier: Tensor, active: Tensor, mask: Tensor) -> dict:
+    """Multiplier statistics over the segments (rows, 1-D) or tokens (2-D) it acts on (the engine logs teacher
+    availability itself: teacher/available_frac)."""
     where = active if multiplier.dim() == 1 else mask & active[:, None]
     out = masked_stats(multiplier, where, "multiplier")
-    out["teacher_available_frac"] = float(available.double().mean())
     out["reweighted_row_frac"] = float(active.double().mean())
     return out

@@ -67,7 +67,6 @@ class Rlsd(GrpoBase):
         w = token_stats(weight, mask, active, "w", lengths, pad=1.0)  # padding: gap 0 → weight exp(0) = 1
         diagnostics.update({f"multiplier_{k}": (1 - lam) + lam * w[f"w_{k}"] for k in ("mean", "min", "max")})
         diagnostics["multiplier_std"] = lam * w["w_std"]
-        diagnostics["teacher_available_frac"] = float(available.double().mean())
         diagnostics["reweighted_row_frac"] = float(active.double().mean())
         diagnostics["lambda"] = lam
         # Ã = A(1 − λ) + Aλ·w on active rows; inactive rows get A + 0·w = A exactly (plain GRPO)

@@ -81,7 +81,6 @@ class GatedDistillation(GrpoBase):
 
     def advantages(self, batch: StepBatch, step: int = 0) -> tuple[Tensor, dict[str, float]]:
         tokens, _, diagnostics = self.grpo_advantages(batch)
-        diagnostics["teacher_available_frac"] = float(teacher_available(batch).double().mean())
         return tokens, diagnostics
 
     def aux_loss(self, batch: StepBatch, logp: Tensor, step: int = 0) -> tuple[Tensor, dict[str, float]]:

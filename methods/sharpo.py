@@ -62,7 +62,7 @@ class Sharpo(GrpoBase):
         available = teacher_available(batch)
         active = available & (adv != 0)
         diagnostics = advantage_diagnostics(adv, batch)
-        diagnostics.update(multiplier_diagnostics(multiplier, active, mask, available))
+        diagnostics.update(multiplier_diagnostics(multiplier, active, mask))
         diagnostics.update(masked_stats(segment_gap, active, "gap"))
         diagnostics["teacher_group_frac"] = group_share(available, batch.group_id)
         return apply_multiplier(adv, multiplier, active, mask), diagnostics

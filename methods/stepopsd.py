@@ -81,7 +81,7 @@ class StepOpsd(GrpoBase):
         multiplier = (1.0 + c.lam_mix * torch.sign(adv) * budgeted).clamp(min=c.floor)
         active = available & (adv != 0)
         diagnostics = advantage_diagnostics(adv, batch)
-        diagnostics.update(multiplier_diagnostics(multiplier, active, mask, available))
+        diagnostics.update(multiplier_diagnostics(multiplier, active, mask))
         diagnostics.update(masked_stats(evidence, active, "gap"))
         diagnostics["floor_frac"] = float(((multiplier <= c.floor) & active).double().sum() / active.sum().clamp(min=1))
         diagnostics["credit_clip_frac"] = float(((evidence.abs() > c.alpha) & active).double().sum() / active.sum().clamp(min=1))

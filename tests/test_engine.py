@@ -101,7 +101,7 @@ def test_teacher_scores_exactly_the_student_response_tokens(models, tmp_path, mo
     assert torch.equal(seen["response_ids"], batch.response_ids)
     assert torch.equal(seen["response_mask"], batch.response_mask)
     assert seen["prompt_ids"].shape[1] > batch.prompt_ids.shape[1]
-    assert metrics["teacher_available_frac"] == 1.0
+    assert metrics["teacher/available_frac"] == 1.0 and metrics["teacher/truncated_frac"] == 0.0
     assert not torch.allclose(scored.teacher_logp, batch.old_logp)  # the context changes the log-probs
     ctx.close("FINISHED")
 

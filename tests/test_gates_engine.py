@@ -33,7 +33,7 @@ def test_rl_steps_run_on_gates(models, tmp_path, method):
     # Gates labels its turns: the engine scores the method's advantages against them (docs/credit.md)
     assert {"credit/fatal_auroc", "credit/detour_auroc", "credit/fatal_episodes"} <= set(metrics.columns)
     if method == "rlsd":
-        assert metrics["method/teacher_available_frac"].iloc[0] == 1.0  # the gates skill text reaches every row
+        assert metrics["teacher/available_frac"].iloc[0] == 1.0  # the gates skill text reaches every row
     else:
         assert metrics["method/step_group_size_mean"].iloc[0] > 1.0  # siblings share observations: anchor states
     assert json.loads((run_dir / "done.json").read_text())["benchmark"] == "gates"

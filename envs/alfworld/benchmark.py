@@ -12,7 +12,7 @@ from envs.alfworld.official import check_tree, configured_data_path
 from envs.alfworld.panels import GameResolver, generated_tasks, official_tasks
 from envs.alfworld.prompts import alfworld_template, extract_task, render
 from envs.alfworld.skills import SKILLS
-from envs.base import BENCHMARKS, Benchmark, Expert, Observation, PromptTemplate, Task, TaskPanel, TextEnv
+from envs.base import BENCHMARKS, Benchmark, Expert, Observation, PromptTemplate, Task, TaskPanel, TextBounds, TextEnv
 
 
 @BENCHMARKS.register("alfworld")
@@ -89,6 +89,22 @@ class AlfworldBenchmark(Benchmark):
 
     def task_description(self, task: Task, first_observation: Observation) -> str:
         return extract_task(first_observation.text)
+
+    def text_bounds(self) -> TextBounds:
+        """From the scenes' vocabulary: the grammar's longest two-name command (alfred.twl2's ``clean {o} with
+        {r}``) on the longest names, and the longest listing (every receptacle of a room, or every object class
+        of a scene max_instances times on one receptacle), instance numbers counted as two digits."""
+        from envs.alfworld.scenes import available_scenes, load_scene
+
+        scenes = [load_scene(n) for n in (self.settings.scenes or available_scenes())]
+        names = {c.lower() + " 99" for scene in scenes for c in scene.object_classes | scene.receptacle_classes}
+        longest = max(names, key=len)
+        copies = max(self.settings.max_instances, 1)
+        listings = [", ".join(f"a {r.rclass.lower()} 99" for r in scene.receptacles) for scene in scenes]
+        listings += [", ".join(f"a {c.lower()} 99" for c in scene.pickupable_classes for _ in range(copies))
+                     for scene in scenes]
+        observation = f"You arrive at {longest}. On the {longest}, you see {max(listings, key=len)}."
+        return TextBounds(f"clean {longest} with {longest}", observation)
 
     def format_prompt(self, task_text: str, history: Sequence[tuple[str, str]], observation: Observation,
                       step: int, history_length: int) -> str:

@@ -42,7 +42,6 @@ from collections import OrderedDict
 from pathlib import Path
 
 import fast_downward
-
 import textworld.envs.pddl.textgen as _textgen
 import textworld.logic as _logic
 

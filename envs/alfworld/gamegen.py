@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from alfworld.gen import goal_library
 
 from envs.alfworld.scenes import (
-    CAN_CONTAIN, CLEANABLE, COOLABLE, HEATABLE, LAMP_HOLDERS, MOVABLE_RECEPTACLES, Receptacle, Scene, load_scene,
+    CAN_CONTAIN,
+    CLEANABLE,
+    COOLABLE,
+    HEATABLE,
+    LAMP_HOLDERS,
+    MOVABLE_RECEPTACLES,
+    Receptacle,
+    Scene,
+    load_scene,
 )
 
 TASK_TYPES = (

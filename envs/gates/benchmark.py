@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from envs.base import BENCHMARKS, Benchmark, Expert, Observation, PromptTemplate, Task, TaskPanel, TextEnv
+from envs.base import BENCHMARKS, Benchmark, Expert, Observation, PromptTemplate, Task, TaskPanel, TextBounds, TextEnv
 from envs.gates.config import GatesConfig
-from envs.gates.env import GatesEnv, GatesExpert, task_text
+from envs.gates.env import GatesEnv, GatesExpert, longest_texts, task_text
 from envs.gates.prompts import gates_template, render_prompt
 from envs.gates.skills import SKILLS
 from envs.gates.tasks import layouts, settings_digest
@@ -69,6 +69,9 @@ class GatesBenchmark(Benchmark):
 
     def task_description(self, task: Task, first_observation: Observation) -> str:
         return task_text(task.payload)
+
+    def text_bounds(self) -> TextBounds:
+        return TextBounds(*longest_texts(self.config))
 
     def format_prompt(self, task_text: str, history: Sequence[tuple[str, str]], observation: Observation,
                       step: int, history_length: int) -> str:

@@ -14,7 +14,8 @@ Every step is labelled with what it did to the episode (``info["credit_label"]``
 from __future__ import annotations
 
 from envs.base import CREDIT_LABELS, INVALID_ACTION_FEEDBACK, Expert, Observation, StepResult, Task, TextEnv
-from envs.gates.tasks import Gate, Hall, Layout
+from envs.gates.config import COLOURS, GatesConfig
+from envs.gates.tasks import DIRECTIONS, Gate, Hall, Layout
 
 CORRECT, DETOUR, FATAL, INVALID = CREDIT_LABELS
 
@@ -30,6 +31,20 @@ def describe(layout: Layout, position: int, key_at_gates: bool = False) -> Obser
 
 def task_text(layout: Layout) -> str:
     return f"reach the exit. you hold the {layout.key} key."
+
+
+def longest_texts(cfg: GatesConfig) -> tuple[str, str]:
+    """(the longest action, the longest observation) of any episode under ``cfg``: the longest colours at the
+    last cell (a two-digit position shows as such), every text the env can answer with."""
+    colours = sorted(COLOURS[: cfg.colours], key=len, reverse=True)
+    cells = cfg.horizon + cfg.pivots
+    gate = Layout(colours[0], (Gate(tuple(colours[: cfg.choices])),) * cells)
+    hall = Layout(colours[0], (Hall(max(DIRECTIONS, key=len)),) * cells)
+    actions = [f"go {d}" for d in DIRECTIONS] + [f"open {c}" for c in colours]
+    observations = [describe(gate, cells - 1, cfg.key_at_gates).text, "a wall. " + describe(hall, cells - 1).text,
+                    f"the {colours[0]} door was locked. the alarm ends your run.", "you reach the exit.",
+                    f"{INVALID_ACTION_FEEDBACK} you are lost; the run ends."]
+    return max(actions, key=len), max(observations, key=len)
 
 
 class GatesEnv(TextEnv):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from envs.base import BENCHMARKS, Benchmark, Expert, Observation, PromptTemplate, Task, TaskPanel, TextEnv
+from envs.base import BENCHMARKS, Benchmark, Expert, Observation, PromptTemplate, Task, TaskPanel, TextBounds, TextEnv
 from envs.webshop.catalogue import Catalogue, build_catalogue
 from envs.webshop.catalogue_spec import CATEGORY_ROOTS
 from envs.webshop.config import WebshopConfig, WebshopSettings, resolve
@@ -96,6 +96,13 @@ class WebshopBenchmark(Benchmark):
                                       "remote WebShop site does not reveal; use the offline catalogue (no "
                                       "webshop.url) for demonstrations")
         return WebshopExpert(task.payload)
+
+    def text_bounds(self) -> TextBounds:
+        if self.remote:
+            raise NotImplementedError("a remote WebShop site does not reveal its catalogue: its longest texts "
+                                      "are unknown before the run (teacher/truncated_frac still counts cut rows)")
+        goals = self.catalogue.train_goals + self.catalogue.eval_goals
+        return TextBounds(*self.make_env().longest_texts(goals))
 
     def task_description(self, task: Task, first_observation: Observation) -> str:
         instruction = first_observation.info.get("instruction")

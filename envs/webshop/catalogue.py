@@ -19,7 +19,13 @@ import re
 from dataclasses import dataclass
 
 from envs.webshop.catalogue_spec import (
-    BRANDS, BULLET_TEMPLATES, CATEGORY_ROOTS, DESCRIPTION_TEMPLATES, INSTRUCTION_TEMPLATES, PRODUCT_TYPES, ProductType,
+    BRANDS,
+    BULLET_TEMPLATES,
+    CATEGORY_ROOTS,
+    DESCRIPTION_TEMPLATES,
+    INSTRUCTION_TEMPLATES,
+    PRODUCT_TYPES,
+    ProductType,
 )
 from envs.webshop.reward import FUZZY_THRESHOLD, Goal, Product, normalize_color, token_set_ratio
 

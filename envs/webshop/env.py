@@ -15,7 +15,15 @@ from envs.base import Observation, StepResult, Task, TextEnv
 from envs.webshop.catalogue import Catalogue
 from envs.webshop.config import WebshopSettings
 from envs.webshop.pages import (
-    BACK_TO_SEARCH, BUY_NOW, DETAIL_PAGES, NEXT_PAGE, PREV_PAGE, Page, action_error, split_action, step_outcome,
+    BACK_TO_SEARCH,
+    BUY_NOW,
+    DETAIL_PAGES,
+    NEXT_PAGE,
+    PREV_PAGE,
+    Page,
+    action_error,
+    split_action,
+    step_outcome,
 )
 from envs.webshop.reward import Goal, get_reward
 from envs.webshop.search import SearchIndex
@@ -98,6 +106,25 @@ class WebshopEnv(TextEnv):
             s.kind, s.asin, s.options = "results", None, {}
         elif s.kind == "detail":
             s.kind, s.detail = "item", None
+
+    def longest_texts(self, goals) -> tuple[str, str]:
+        """(the longest action, the longest observation) over the catalogue: every item and detail page, a
+        results page of the longest titles with both page buttons, and the search queries ``goals`` ask for."""
+        catalogue, pages = self.catalogue, []
+        for product in catalogue.products:
+            self.state = _Browse(kind="item", asin=product.asin)
+            pages.append(self._item_page())
+            for detail in ("description", "features", "reviews"):
+                self.state.kind, self.state.detail = "detail", detail
+                pages.append(self._detail_page())
+        by_title = sorted(catalogue.products, key=lambda p: len(p.title) + len(p.price_text), reverse=True)
+        per_page = self.settings.results_per_page
+        self.state = _Browse(kind="results", page_no=2, results=[p.asin for p in by_title[:per_page]] * 3)
+        pages.append(self._results_page())
+        self.state, self.page = _Browse(), None
+        actions = [a for page in pages for a in page.admissible_actions]
+        actions += [f"search[{goal.search_query}]" for goal in goals]
+        return max(actions, key=len), max((page.text for page in pages), key=len)
 
     # ------------------------------------------------------------------ pages
     def _render(self) -> Page:

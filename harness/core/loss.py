@@ -12,8 +12,8 @@ import torch
 from torch import Tensor
 
 if TYPE_CHECKING:
-    from harness.core.batch import StepBatch
     from harness.config import TrainConfig
+    from harness.core.batch import StepBatch
     from harness.core.registry import Method
 
 AggMode = Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]

@@ -21,6 +21,7 @@ from harness.core import registry
 from harness.engine import distributed
 from harness.engine.interrupt import NO_STOP, StopRequest
 from harness.engine.teacher import TeacherScorer
+from harness.engine.teacher_budget import check_before_weights, check_teacher_budget
 from harness.policy.backends import engine_config, make_backend
 from harness.policy.precision import Precision
 from harness.policy.reference import Reference, build_reference
@@ -107,6 +108,8 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
         train_panel = benchmark.panel("train")
         eval_panel = benchmark.panel(cfg.eval.split, cfg.eval.panel_size)
         method = registry.build(cfg.method.name, cfg.method.options)
+        # the teacher context must fit its prompt limit: refused here, before any weight loads, where it can be
+        budget_checked = check_before_weights(cfg, benchmark, method.teacher)
         protocol = build_protocol(config=to_dict(cfg), method_options=dataclasses.asdict(method.config),
                                   seeds=seeds.as_dict(), template_sha256=benchmark.template.sha256,
                                   panels={"train": train_panel, "eval": eval_panel})
@@ -120,7 +123,7 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
         if cfg.train.cpu_threads > 0:
             torch.set_num_threads(cfg.train.cpu_threads)
         ctx = _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, method, protocol, plan, log,
-                             guard, evaluate_only)
+                             guard, evaluate_only, budget_checked)
         checkpoint.restore(ctx, plan.state, truncate_logs=not evaluate_only)
         if plan.action == "resume" and not evaluate_only:
             ctx.tracker.resume_from(ctx.start_step)  # backfills what an outage left unsent before the kill
@@ -128,7 +131,7 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
 
 
 def _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, method, protocol, plan, log, guard,
-                   evaluate_only) -> RunContext:
+                   evaluate_only, budget_checked=True) -> RunContext:
     precision = Precision(cfg.model.dtype, distributed.device_type(cfg))
     accelerator = distributed.make_accelerator(cfg, precision)  # one process, or one rank of an FSDP launch
     # Loaded on the CPU: the reference is copied from it there (an offloaded copy never visits the GPU), then
@@ -139,6 +142,8 @@ def _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, meth
     load_on = "meta" if distributed.loads_on_meta(cfg) else "cpu"
     with accelerator.main_process_first():  # distributed: rank 0 builds a missing tiny model, the others load it
         model, tokenizer, model_dir = prepare_policy(cfg, benchmark, load_on, log=log)
+    if not budget_checked:  # a tiny model built just now: its tokenizer settles the teacher budget
+        check_teacher_budget(cfg, benchmark, method.teacher, tokenizer)
     adapter_off = cfg.model.lora_rank > 0  # LoRA's reference is the trained module itself, once it is prepared
     reference = None if evaluate_only or adapter_off else build_reference(cfg, model, precision, accelerator.device)
     model, optimizer = distributed.prepare(accelerator, cfg, model, lambda params: torch.optim.AdamW(
@@ -153,7 +158,7 @@ def _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, meth
         policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     backend = make_backend(engine_config(cfg), policy, tokenizer, accelerator.device, precision, seed=seeds.sampling)
     teacher = (TeacherScorer(policy, tokenizer, cfg.benchmark, cfg.rollout.max_prompt_tokens, cfg.train.ppo_micro_batch,
-                             precision) if method.teacher is not None else None)
+                             precision, cfg.rollout.teacher_context_tokens) if method.teacher is not None else None)
     envs = VectorEnv(benchmark.make_env, num_workers=distributed.env_workers(cfg))  # FSDP: the rank's share
     accelerator.wait_for_everyone()  # distributed: every rank has read the folder before rank 0 changes it
     if not evaluate_only and accelerator.is_main_process:  # everything is built: the first write to the run folder

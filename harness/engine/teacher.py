@@ -11,14 +11,19 @@ before the student's prompt. Three contexts exist (a method names one in ``Metho
   step (StepOPSD).
 
 Rows without a context keep ``teacher_logp = old_logp`` (δ = 0) and ``teacher_available = False``; the
-methods then leave their advantage at GRPO's. Privileged prompts are left-truncated to the prompt limit, like
-the student's, so a very long history can push the context out: the run logs ``teacher_truncated_frac``.
+methods then leave their advantage at GRPO's. A privileged prompt gets its own limit, ``rollout.max_prompt_tokens
++ rollout.teacher_context_tokens``: the run refuses to start when the benchmark's worst-case context does not fit
+(harness/engine/teacher_budget.py), and ``teacher/truncated_frac`` counts the rows cut from the left anyway.
+
+Every step also logs whether the teacher knows more than the student (:func:`premise_metrics`, no ground truth
+needed): a context that informs raises the log-probability of the responses that won more than of those that lost.
 """
 from __future__ import annotations
 
 from typing import Callable, Sequence
 
 import torch
+from torch import Tensor
 
 from harness.core.batch import StepBatch
 from harness.engine import distributed
@@ -28,6 +33,7 @@ from harness.policy.logprobs import pad_left, response_logprobs
 from harness.policy.models import chat_prompt_ids
 from harness.policy.precision import Precision
 
+SKILLS_HEADER = "[Privileged Skill Information]\n"
 SIBLING_HEADER = "Reference: a successful attempt at this task took these actions:\n"
 HINDSIGHT_HEADER = "The observation that followed your action at this step:\n"
 
@@ -48,7 +54,7 @@ def _sibling_actions(trajs: Sequence[Trajectory]) -> dict[int, str | None]:
 
 
 def skills_contexts(trajs: Sequence[Trajectory], benchmark: str) -> list[str | None]:
-    return [f"[Privileged Skill Information]\n{skill_for(benchmark, traj.task.task_type)}\n\n"
+    return [f"{SKILLS_HEADER}{skill_for(benchmark, traj.task.task_type)}\n\n"
             for traj in trajs for _ in traj.turns]
 
 
@@ -78,21 +84,75 @@ CONTEXTS: dict[str, Callable[[Sequence[Trajectory], str], list[str | None]]] = {
 }
 
 
+def premise_metrics(teacher_logp: Tensor, old_logp: Tensor, response_mask: Tensor, available: Tensor,
+                    success: Tensor, truncated: int = 0) -> dict[str, float]:
+    """The teacher's premise, per step, from the batch alone: δ = log π_T − log π_S per response token.
+
+    ``gap_success`` / ``gap_failure``: mean δ per token over the context rows of won / lost rollouts (NaN where
+    there is none); ``better_frac``: share of context rows whose mean δ is > 0; ``available_frac``: share of rows
+    with a context; ``truncated_frac``: share of context rows whose privileged prompt was cut."""
+    mask = response_mask.bool() & available.bool()[:, None]
+    delta = torch.where(mask, teacher_logp.double() - old_logp.double(), 0.0)  # padding may hold NaN
+    tokens = mask.sum(1)
+    row_sum = delta.sum(1)
+
+    def token_mean(rows: Tensor) -> float:
+        count = tokens[rows].sum()
+        return float(row_sum[rows].sum() / count) if count > 0 else float("nan")
+
+    has = tokens > 0
+    won = success.bool()
+    return {"teacher/gap_success": token_mean(has & won), "teacher/gap_failure": token_mean(has & ~won),
+            "teacher/better_frac": float((row_sum[has] > 0).double().mean()) if has.any() else float("nan"),
+            "teacher/available_frac": float(available.double().mean()) if len(available) else 0.0,
+            "teacher/truncated_frac": truncated / max(int(available.sum()), 1)}
+
+
+class PremiseMonitor:
+    """Means of ``teacher/gap_success`` and ``teacher/gap_failure`` over the steps so far; :meth:`update` returns
+    a warning when the teacher is not better on successes than on failures (once each time it turns so)."""
+
+    def __init__(self):
+        self.sums = {"teacher/gap_success": [0.0, 0], "teacher/gap_failure": [0.0, 0]}
+        self.warned = False
+
+    def update(self, metrics: dict[str, float]) -> str | None:
+        for name, acc in self.sums.items():
+            value = metrics.get(name, float("nan"))
+            if value == value:  # NaN: no such rows this step
+                acc[0] += value
+                acc[1] += 1
+        (won, n_won), (lost, n_lost) = self.sums.values()
+        if not (n_won and n_lost):
+            return None
+        uninformative = won / n_won <= lost / n_lost
+        message = None
+        if uninformative and not self.warned:
+            message = (f"warning: teacher uninformative so far: mean teacher/gap_success {won / n_won:+.3f} <= "
+                       f"teacher/gap_failure {lost / n_lost:+.3f} nats a token over {max(n_won, n_lost)} steps; the "
+                       f"privileged context does not favour the responses that won (docs/teacher-premise.md)")
+        self.warned = uninformative
+        return message
+
+
 class TeacherScorer:
-    """Runs the no-grad teacher forward; counts its forwards so tests can check it is skipped when unused."""
+    """Runs the no-grad teacher forward; counts its forwards so tests can check it is skipped when unused.
+    A privileged prompt keeps at most ``max_prompt_tokens + context_tokens`` tokens."""
 
     def __init__(self, model, tokenizer, benchmark: str, max_prompt_tokens: int, micro_batch: int = 8,
-                 precision: Precision | None = None):
+                 precision: Precision | None = None, context_tokens: int = 0):
         self.model = model
         self.precision = precision or Precision()  # the run's compute dtype, as the student's scoring
         self.tokenizer = tokenizer
         self.benchmark = benchmark
-        self.max_prompt_tokens = max_prompt_tokens
+        self.limit = max_prompt_tokens + context_tokens
         self.micro_batch = micro_batch
         self.forward_rows = 0
+        self.monitor = PremiseMonitor()
 
     def score(self, batch: StepBatch, trajs: Sequence[Trajectory], context: str,
               builder: Callable | None = None) -> tuple[StepBatch, dict[str, float]]:
+        """The batch with ``teacher_logp`` and ``teacher_available``, and the ``teacher/*`` premise metrics."""
         if context not in CONTEXTS and builder is None:
             raise KeyError(f"unknown teacher context {context!r}; known: {sorted(CONTEXTS)}")
         contexts = (builder or CONTEXTS[context])(trajs, self.benchmark)
@@ -103,13 +163,13 @@ class TeacherScorer:
         truncated = 0
         if len(rows):
             ids = chat_prompt_ids(self.tokenizer, [contexts[r] + prompts[r] for r in rows.tolist()])
-            truncated = sum(len(x) > self.max_prompt_tokens for x in ids)
-            prompt_ids, prompt_mask = pad_left([x[-self.max_prompt_tokens:] for x in ids], self.tokenizer.pad_token_id)
+            truncated = sum(len(x) > self.limit for x in ids)
+            prompt_ids, prompt_mask = pad_left([x[-self.limit:] for x in ids], self.tokenizer.pad_token_id)
             teacher_logp[rows] = self._logprobs(prompt_ids, prompt_mask, batch.response_ids[rows],
                                                 batch.response_mask[rows])
             self.forward_rows += len(rows)
-        metrics = {"teacher_available_frac": available.float().mean().item(),
-                   "teacher_truncated_frac": truncated / max(len(rows), 1)}
+        metrics = premise_metrics(teacher_logp, teacher_logp if "old_logp" not in batch else batch.old_logp,
+                                  batch.response_mask, available, batch.success, truncated)
         return batch.with_columns(teacher_logp=teacher_logp, teacher_available=available), metrics
 
     def _logprobs(self, prompt_ids, prompt_mask, response_ids, response_mask) -> torch.Tensor:

@@ -85,7 +85,10 @@ def _scored_batch(ctx: RunContext, trajs):
     teacher_start = time.perf_counter()
     if ctx.method.teacher is not None:
         batch, teacher_metrics = ctx.teacher.score(batch, trajs, ctx.method.teacher)
-        metrics.update({f"method/{k}": v for k, v in teacher_metrics.items()})
+        metrics.update(teacher_metrics)  # teacher/*: the premise of the method (harness.engine.teacher)
+        warning = ctx.teacher.monitor.update(teacher_metrics)
+        if warning:
+            ctx.log(f"{cfg.name}: {warning}")
     return batch, metrics, time.perf_counter() - teacher_start
 
 

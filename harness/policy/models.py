@@ -268,10 +268,16 @@ def load_policy(source: str | Path, dtype: str, device) -> tuple[PreTrainedModel
 
 # ---------------------------------------------------------------------------------------------------------
 # supervised warm start
+def format_response(action: str, think: bool) -> str:
+    """The response a demonstration teaches: the action in tags, with a short reasoning when thinking is on."""
+    thought = f"<think>The next useful step is to {action}.</think>" if think else ""
+    return f"{thought}<action>{action}</action>"
+
+
 def warm_start(model, tokenizer, demos: list[tuple[str, str]], epochs: int, lr: float, seed: int,
                batch_size: int = 16, log: Callable | None = None, max_prompt_tokens: int | None = None,
                prompt_loss_weight: float = 0.0, warmup_fraction: float = 0.0, cosine: bool = False,
-               max_grad_norm: float | None = None) -> dict:
+               max_grad_norm: float | None = None, prompt_limits: list[int] | None = None) -> dict:
     """Supervised fine-tuning on (prompt, response) pairs; the loss covers the response tokens and ``<|im_end|>``.
 
     The prompt goes through the chat template exactly as in a rollout (left-truncated to ``max_prompt_tokens``);
@@ -281,7 +287,8 @@ def warm_start(model, tokenizer, demos: list[tuple[str, str]], epochs: int, lr: 
     several times faster with it, since every prompt token then teaches. The learning rate warms up linearly over
     ``warmup_fraction`` of the optimizer steps, then stays constant or (``cosine``) decays to 0.
     Returns ``{"loss_per_epoch": [...], "first_loss", "last_loss", "response_tokens", "seconds"}``; the losses are
-    the response-token loss alone.
+    the response-token loss alone. ``prompt_limits`` (one per demonstration) replaces ``max_prompt_tokens`` where a
+    demonstration has its own limit (a teacher's privileged prompt).
     """
     from harness.policy.logprobs import pad_left, pad_right
 
@@ -289,13 +296,16 @@ def warm_start(model, tokenizer, demos: list[tuple[str, str]], epochs: int, lr: 
         raise ValueError("warm_start: no demonstrations; pass (prompt, response) pairs from the benchmarks' experts")
     started = time.perf_counter()
     prompts = chat_prompt_ids(tokenizer, [p for p, _ in demos])
-    if max_prompt_tokens:
+    if prompt_limits is not None:
+        prompts = [ids[-limit:] for ids, limit in zip(prompts, prompt_limits)]
+    elif max_prompt_tokens:
         prompts = [ids[-max_prompt_tokens:] for ids in prompts]
     eot = end_of_turn_id(tokenizer)
     responses = [ids + [eot] for ids in tokenizer([r for _, r in demos], add_special_tokens=False)["input_ids"]]
     device = next(model.parameters()).device
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    total_steps = epochs * -(-len(demos) // batch_size)
+    classes = [len(demos)] if prompt_limits is None else [prompt_limits.count(v) for v in set(prompt_limits)]
+    total_steps = epochs * sum(-(-n // batch_size) for n in classes)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: _lr_factor(step, total_steps, warmup_fraction, cosine))
     order_rng = random.Random(seed)
@@ -303,11 +313,8 @@ def warm_start(model, tokenizer, demos: list[tuple[str, str]], epochs: int, lr: 
     model.train()
     losses: list[float] = []
     for epoch in range(epochs):
-        order = list(range(len(demos)))
-        order_rng.shuffle(order)
         total, count = 0.0, 0
-        for start in range(0, len(order), batch_size):
-            rows = order[start:start + batch_size]
+        for rows in _batches(len(demos), batch_size, order_rng, prompt_limits):
             prompt_ids, prompt_mask = pad_left([prompts[i] for i in rows], tokenizer.pad_token_id)
             response_ids, response_mask = pad_right([responses[i] for i in rows], tokenizer.pad_token_id)
             response_loss, prompt_loss, n_tokens = _sft_losses(model, prompt_ids.to(device), prompt_mask.to(device),
@@ -329,6 +336,21 @@ def warm_start(model, tokenizer, demos: list[tuple[str, str]], epochs: int, lr: 
     return {"loss_per_epoch": losses, "first_loss": losses[0] if losses else None,
             "last_loss": losses[-1] if losses else None, "response_tokens": sum(map(len, responses)),
             "seconds": time.perf_counter() - started}
+
+
+def _batches(count: int, batch_size: int, rng: random.Random, limits: list[int] | None) -> list[list[int]]:
+    """Shuffled mini-batches of demonstration indices. Demonstrations with different prompt limits (a teacher's
+    longer privileged prompts) are batched apart, so a plain prompt is not left-padded to a context's length."""
+    order = list(range(count))
+    rng.shuffle(order)
+    if limits is None or len(set(limits)) == 1:
+        return [order[start:start + batch_size] for start in range(0, count, batch_size)]
+    batches = []
+    for limit in sorted(set(limits)):
+        same = [i for i in order if limits[i] == limit]
+        batches += [same[start:start + batch_size] for start in range(0, len(same), batch_size)]
+    rng.shuffle(batches)
+    return batches
 
 
 def _lr_factor(step: int, total_steps: int, warmup_fraction: float, cosine: bool) -> float:

@@ -15,18 +15,12 @@ from pathlib import Path
 
 from envs.base import Benchmark
 from harness.policy.gguf import converted_folder, is_gguf_source
-from harness.policy.models import build_tiny_model, file_lock, load_policy, warm_start
+from harness.policy.models import build_tiny_model, file_lock, format_response, load_policy, warm_start
 from harness.policy.precision import MASTER_DTYPE, storage_dtype
 
 READY = "ready.json"
 # model keys a run applies on top of the built model (LoRA wraps it after loading): not part of the cache key
 NOT_IN_TINY_KEY = ("lora_rank", "lora_alpha", "lora_target_modules")
-
-
-def format_response(action: str, think: bool) -> str:
-    """The response a demonstration teaches: the action in tags, with a short reasoning when thinking is on."""
-    thought = f"<think>The next useful step is to {action}.</think>" if think else ""
-    return f"{thought}<action>{action}</action>"
 
 
 def demonstrations(benchmark: Benchmark, tasks, rollout_cfg, max_steps: int) -> list[tuple[str, str]]:
@@ -67,8 +61,37 @@ def tiny_model_dir(cfg) -> Path:
         "benchmark_options": dataclasses.asdict(cfg.benchmark_config),
         "profile": cfg.profile,
     }
+    if cfg.model.warm_start_context_share > 0:  # the context texts are demonstrated: a changed header rebuilds
+        from envs.base import BENCHMARKS
+        from harness.engine import teacher
+        from harness.policy.context_demos import SCHEME
+
+        key["contexts"] = [teacher.SKILLS_HEADER, teacher.SIBLING_HEADER, teacher.HINDSIGHT_HEADER,
+                           BENCHMARKS.get(cfg.benchmark).skills, cfg.rollout.teacher_context_tokens, SCHEME]
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
     return Path(cfg.model.cache_dir) / f"tiny-{cfg.benchmark}-{digest}"
+
+
+def local_tokenizer(cfg):
+    """The run's tokenizer if its model folder is already on this machine (no weights are read), else None."""
+    from harness.policy.gguf import READY as GGUF_READY
+    from harness.policy.gguf import file_sha256, gguf_path
+    from harness.policy.models import load_tokenizer
+
+    if cfg.model.source == "tiny":
+        folder = tiny_model_dir(cfg)
+        ready = folder / READY
+    elif is_gguf_source(cfg.model.source):
+        try:
+            path = gguf_path(cfg.model.source)
+        except FileNotFoundError:
+            return None
+        folder = Path(cfg.model.cache_dir) / f"gguf-{path.stem}-{file_sha256(path)[:12]}"  # as converted_folder
+        ready = folder / GGUF_READY
+    else:
+        folder = Path(cfg.model.source)
+        ready = folder / "tokenizer.json"
+    return load_tokenizer(folder) if ready.exists() else None
 
 
 def prepare_policy(cfg, benchmark: Benchmark, device, log=print):
@@ -95,6 +118,15 @@ def build_warm_tiny_model(cfg, benchmark: Benchmark, model_dir: Path, log=print)
     demo_tasks = benchmark.panel("train").tasks[: cfg.model.warm_start_demos or None]
     log(f"collecting expert demonstrations on {len(demo_tasks)} train tasks")
     demos = demonstrations(benchmark, demo_tasks, cfg.rollout, benchmark.max_steps)
+    limits = [cfg.rollout.max_prompt_tokens] * len(demos)
+    if cfg.model.warm_start_context_share > 0:
+        from harness.policy.context_demos import context_demonstrations
+
+        with_context = context_demonstrations(benchmark, demo_tasks, cfg.rollout, benchmark.max_steps,
+                                              cfg.model.warm_start_context_share)
+        log(f"+ {len(with_context)} demonstrations under a teacher context (skills, successful sibling, hindsight)")
+        demos += with_context  # the tokenizer's corpus below holds the context texts too
+        limits += [cfg.rollout.max_prompt_tokens + cfg.rollout.teacher_context_tokens] * len(with_context)
     corpus = [p for p, _ in demos] + [r for _, r in demos]
     base_dir = model_dir.with_name(model_dir.name + "-base")
     build_tiny_model(cfg.model, corpus, base_dir, seed=0)
@@ -106,7 +138,7 @@ def build_warm_tiny_model(cfg, benchmark: Benchmark, model_dir: Path, log=print)
         stats = warm_start(model, tokenizer, demos, epochs=m.warm_start_epochs, lr=m.warm_start_lr, seed=0,
                            batch_size=m.warm_start_batch, prompt_loss_weight=m.warm_start_prompt_loss,
                            warmup_fraction=m.warm_start_warmup, cosine=m.warm_start_cosine,
-                           max_grad_norm=m.warm_start_max_grad_norm, max_prompt_tokens=cfg.rollout.max_prompt_tokens,
+                           max_grad_norm=m.warm_start_max_grad_norm, prompt_limits=limits,
                            log=lambda row: log(f"warm start epoch {row['epoch']}: response loss {row['sft_loss']:.3f}"))
     model_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(model_dir)

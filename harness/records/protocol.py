@@ -10,7 +10,6 @@ import hashlib
 import json
 import platform
 import subprocess
-from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 from typing import Any

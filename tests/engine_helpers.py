@@ -5,9 +5,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.config import config_from_dict
-
 import tests.toy_benchmark  # noqa: F401  (registers the toy benchmark: `benchmark: toy`)
+from harness.config import config_from_dict
 
 
 def toy_config(tmp_path: Path, model_cache: Path | None = None, tracking: bool = False, **sections):

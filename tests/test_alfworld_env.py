@@ -12,8 +12,8 @@ import pytest
 
 from envs.alfworld.gamegen import TASK_TYPES
 from envs.alfworld.official import AlfworldDataError
-from tests.profiles import profile_config
 from envs.base import INVALID_ACTION_FEEDBACK, make_benchmark, parse_action
+from tests.profiles import profile_config
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -79,7 +79,7 @@ def test_game_size_knobs_shrink_the_game():
 def test_official_loader_and_handcoded_expert_accept_generated_games(bench, one_game_per_type):
     """``AlfredTWEnv.collect_game_files`` finds the games; alfworld's handcoded expert (which reads
     traj_data.json's pddl_params) solves one."""
-    from alfworld.agents.environment.alfred_tw_env import AlfredExpert, AlfredTWEnv, AlfredExpertType
+    from alfworld.agents.environment.alfred_tw_env import AlfredExpert, AlfredExpertType, AlfredTWEnv
 
     task = next(t for t in one_game_per_type if t.task_type == "pick_and_place_simple")
     game = bench.game_file(task)

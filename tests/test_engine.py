@@ -12,9 +12,7 @@ from harness.engine import rollout
 from harness.engine.run import open_run
 from harness.engine.trainer import train
 from harness.engine.update import score
-
 from tests.engine_helpers import assert_same_logs, comparable_metrics, killed_then_resumed, toy_config
-
 
 
 @pytest.fixture(scope="module")

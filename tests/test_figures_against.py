@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from workflow_fixtures.synthetic_runs import write_run
 
 from paper_figures import against
 from paper_figures.__main__ import main
-from workflow_fixtures.synthetic_runs import write_run
 
 PUBLISHED = Path(__file__).resolve().parents[1] / "docs" / "results" / "cpu"
 

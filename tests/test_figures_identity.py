@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from workflow_fixtures.synthetic_runs import write_run
 
 from paper_figures.build import build
-from workflow_fixtures.synthetic_runs import write_run
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "workflow_fixtures"
@@ -54,12 +54,12 @@ def write_engine_like_run(runs: Path, profile: Path, method: str, seed: int, out
 
     import numpy as np
 
-    from harness.core import registry
     from harness.config import load_config, to_dict
+    from harness.core import registry
 
     run_dir = write_run(runs, "alfworld", method, seed, 0.5,
                         outcomes=np.array([1] * outcomes_success + [0] * (12 - outcomes_success)))
-    cfg = load_config(profile, [f"benchmark=alfworld", f"method={method}", f"seed={seed}"])
+    cfg = load_config(profile, ["benchmark=alfworld", f"method={method}", f"seed={seed}"])
     options = dataclasses.asdict(registry.build(cfg.method.name, cfg.method.options).config)
     record = {"config": to_dict(cfg), "method": {"name": method, "options": options}}
     (run_dir / "protocol.json").write_text(json.dumps(record, default=str))

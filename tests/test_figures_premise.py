@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from workflow_fixtures.premise_runs import write_premise_grid
 
 from paper_figures import plots, premise
 from paper_figures.build import build
 from paper_figures.load import load_runs
-from workflow_fixtures.premise_runs import write_premise_grid
 
 
 @pytest.fixture(scope="module")

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from workflow_fixtures.synthetic_runs import write_run
 
 from paper_figures import render
 from paper_figures.build import build
 from paper_figures.load import load_runs
-from workflow_fixtures.synthetic_runs import write_run
 
 FIXTURES = Path(__file__).parent / "workflow_fixtures"
 

@@ -10,7 +10,6 @@ import torch
 
 from harness.engine.trainer import train
 from harness.records import checkpoint
-
 from tests.engine_helpers import toy_config
 
 GATES = {"horizon": 2, "pivots": 1, "choices": 2, "train_panel_size": 40, "eval_panel_size": 8}
@@ -43,8 +42,8 @@ def test_frozen_control_keeps_the_warm_start(models, tmp_path):
     cfg = gates_config(tmp_path, models, train={"steps": 2, "lr": 0.0}, run_label="frozen")
     run_dir = train(cfg)
     assert run_dir.parts[-2] == "frozen"
-    from harness.policy.source import tiny_model_dir
     from harness.policy.models import load_policy
+    from harness.policy.source import tiny_model_dir
 
     start, _ = load_policy(tiny_model_dir(cfg), "float32", "cpu")
     state = torch.load(run_dir / checkpoint.CHECKPOINT, weights_only=False)["model"]

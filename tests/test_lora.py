@@ -14,13 +14,12 @@ from harness.engine import rollout
 from harness.engine.run import open_run
 from harness.engine.trainer import train
 from harness.engine.update import score
-from harness.policy.logprobs import response_logprobs
 from harness.policy.engine_weights import save_adapter
+from harness.policy.logprobs import response_logprobs
 from harness.policy.models import load_policy
 from harness.policy.precision import storage_dtype
 from harness.policy.source import tiny_model_dir
 from harness.records.run_files import CHECKPOINT
-
 from tests.engine_helpers import assert_same_logs, killed_then_resumed, toy_config
 from tests.test_vllm_colocate import RecordingLLM, fake_vllm  # noqa: F401  (the fixture)
 

@@ -6,6 +6,7 @@ import random
 
 import pytest
 import torch
+from tiny_corpus import build_and_load, corpus, one_torch_thread, prompt, response, tiny_config  # noqa: F401
 from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerFast
 
@@ -19,7 +20,6 @@ from harness.policy.models import (
     load_tokenizer,
     warm_start,
 )
-from tiny_corpus import build_and_load, corpus, one_torch_thread, prompt, response, tiny_config  # noqa: F401
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,6 @@ from harness.engine.run import open_run
 from harness.engine.update import ppo_update, score
 from harness.policy.precision import Precision
 from harness.preflight import StartupError
-
 from tests.engine_helpers import toy_config
 
 

@@ -11,7 +11,6 @@ from harness.engine.run import open_run
 from harness.engine.trainer import train
 from harness.engine.update import score
 from harness.policy.reference import FrozenCopy, build_reference
-
 from tests.engine_helpers import toy_config
 
 

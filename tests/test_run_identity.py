@@ -15,9 +15,7 @@ import harness.policy.source
 import harness.records.checkpoint
 from harness.config import to_dict
 from harness.engine.trainer import train
-
 from tests.engine_helpers import comparable_metrics, toy_config
-
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,6 @@ import pytest
 
 import harness.engine.trainer as trainer
 from harness.records.outbox import OUTBOX, Journal
-
 from tests.engine_helpers import toy_config
 from tests.mlflow_server import MlflowServer, logged_pairs
 

@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from harness.records.tracking import EXPERIMENT_KIND, experiment_name, resolve_uri
-
 from tests.engine_helpers import toy_config
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -14,7 +14,6 @@ import torch
 
 from harness.policy.backends import engine_config
 from harness.policy.backends.vllm import SUPPORTED_TEXT, check_vllm_version
-
 from tests.engine_helpers import toy_config
 
 

@@ -13,7 +13,6 @@ from harness.policy.backends import engine_config, make_backend
 from harness.policy.backends.vllm import launch_arguments
 from harness.policy.precision import Precision
 from harness.records.seeding import step_seed
-
 from tests.test_vllm_colocate import RecordingLLM, fake_vllm  # noqa: F401  (the fixture)
 
 WORLD = 2

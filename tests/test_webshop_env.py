@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.profiles import profile_benchmark, profile_config
 from envs.base import Task, make_benchmark
 from envs.webshop import WebshopBenchmark
 from envs.webshop.catalogue import CatalogueError, check_product, product_type_of
+from tests.profiles import profile_benchmark, profile_config
 
 ROOT = Path(__file__).resolve().parents[1]
 

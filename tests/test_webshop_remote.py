@@ -7,9 +7,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.profiles import profile_config
 from envs.base import make_benchmark
 from envs.webshop import RemoteWebShop, RemoteWebShopError
+from tests.profiles import profile_config
 
 INSTRUCTION = "i need a cotton t-shirt with size: large, and price lower than 30.00 dollars"
 ASIN = "B0TEST0001"

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
 from workflow_fixtures.synthetic_runs import write_run
 
 # method → (gap on wins, gap on losses, truncated share, fatal AUROC); None gaps: no teacher

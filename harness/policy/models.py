@@ -25,6 +25,8 @@ from typing import Callable, Iterable
 
 import torch
 
+from harness.progress import progress
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from transformers import (  # noqa: E402  (HF_HUB_OFFLINE must be set first)
@@ -314,7 +316,9 @@ def warm_start(model, tokenizer, demos: list[tuple[str, str]], epochs: int, lr: 
     losses: list[float] = []
     for epoch in range(epochs):
         total, count = 0.0, 0
-        for rows in _batches(len(demos), batch_size, order_rng, prompt_limits):
+        batches = _batches(len(demos), batch_size, order_rng, prompt_limits)
+        shown = progress(batches, total=len(batches), desc=f"warm start, epoch {epoch + 1}/{epochs}", unit="batch")
+        for rows in shown:
             prompt_ids, prompt_mask = pad_left([prompts[i] for i in rows], tokenizer.pad_token_id)
             response_ids, response_mask = pad_right([responses[i] for i in rows], tokenizer.pad_token_id)
             response_loss, prompt_loss, n_tokens = _sft_losses(model, prompt_ids.to(device), prompt_mask.to(device),

@@ -23,7 +23,6 @@ from methods._segments import (
     rollout_table,
     segment_sum,
     step_rank,
-    teacher_available,
     teacher_gap,
     to_tokens,
 )
@@ -159,7 +158,7 @@ class AgentOpsd(GrpoBase):
         rows = direction * multiplier
         active = adv != 0
         diagnostics = advantage_diagnostics(adv, batch)
-        diagnostics.update(multiplier_diagnostics(multiplier, active, batch.response_mask, teacher_available(batch)))
+        diagnostics.update(multiplier_diagnostics(multiplier, active, batch.response_mask))
         diagnostics.update(belief_diag)
         diagnostics["lambda"] = float(lam)
         return to_tokens(rows, batch.response_mask), diagnostics

@@ -301,7 +301,8 @@ def main() -> int:
         diff, ratio = agree(fast, slow), slow_s / fast_s
         ok = diff <= 1e-6 and ratio >= 20
         failures += not ok
-        print(f"{name:<22}{fast_s * 1e3:>15.1f}{slow_s * 1e3:>12.0f}{ratio:>10.0f}×{diff:>15.1e}  {'yes' if ok else 'NO'}")
+        print(f"{name:<22}{fast_s * 1e3:>15.1f}{slow_s * 1e3:>12.0f}{ratio:>10.0f}×{diff:>15.1e}  "
+              f"{'yes' if ok else 'NO'}")
     print("all methods agree to 1e-6 and are ≥ 20× faster" if not failures else f"{failures} method(s) failed")
     return 1 if failures else 0
 

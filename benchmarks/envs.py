@@ -67,7 +67,8 @@ def vector_steps_per_s(benchmark, tasks, episode_steps: int, seed: int, workers:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="config/tiny.yaml", help="the profile whose benchmark sections size the games")
+    parser.add_argument("--config", default="config/tiny.yaml",
+                        help="the profile whose benchmark sections size the games")
     parser.add_argument("--benchmarks", nargs="*", default=None, help="default: every registered benchmark")
     parser.add_argument("--tasks", type=int, default=8)
     parser.add_argument("--copies", type=int, default=2)

@@ -64,7 +64,8 @@ def main() -> None:
         rollout = torch.zeros_like(scored)
         for i, g in enumerate(gens):
             rollout[i, :len(g.logprobs)] = torch.tensor(g.logprobs)
-        print(f"batch {rows} ({distinct} distinct): prompts {min(prompt_lens)}-{max(prompt_lens)} tokens, {new_tokens} new tokens | "
+        print(f"batch {rows} ({distinct} distinct): prompts {min(prompt_lens)}-{max(prompt_lens)} tokens, "
+              f"{new_tokens} new tokens | "
               f"generate {best:.3f} s/batch, {new_tokens / best:.0f} new tok/s, "
               f"{(sum(prompt_lens) + new_tokens) / best:.0f} total tok/s | "
               f"rescore {score_s:.3f} s | max |logp gap| {(scored - rollout).abs().max().item():.2e}")

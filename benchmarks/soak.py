@@ -353,7 +353,8 @@ def main() -> int:
     parser.add_argument("--outage", type=float, default=20.0, help="seconds each server outage lasts (default 20)")
     parser.add_argument("--profile", default="smoke", help="the grid to soak (default smoke)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the delays")
-    parser.add_argument("--reference", default=None, help="a finished, uninterrupted grid's work folder to compare with")
+    parser.add_argument("--reference", default=None,
+                        help="a finished, uninterrupted grid's work folder to compare with")
     parser.add_argument("--work", default=None, help="where the grids run (default: a new temporary folder)")
     parser.add_argument("--window", type=float, default=None,
                         help="delays are uniform in [1, WINDOW] s (default: the reference grid's wall time)")

@@ -190,7 +190,8 @@ class Benchmark(ABC):
     splits: ClassVar[tuple[str, ...]] = ("train", "eval_in", "eval_out")
 
     def __init__(self, config, seed: int = 0, think: bool = False):
-        """``think`` is the run's ``rollout.think``: the parser checks for ``<think>``, so the prompt must ask for it."""
+        """``think`` is the run's ``rollout.think``: the parser checks for ``<think>``, so the prompt must \
+ask for it."""
         self.config = config
         self.seed = seed
         self.think = think

@@ -155,7 +155,8 @@ class VectorEnv:
                 raise TimeoutError(f"worker {w} gave no answer within {timeout:.0f} s (hung env); restarted")
             answers = worker.conn.recv()
         except (EOFError, OSError, TimeoutError) as exc:
-            reason = str(exc) if isinstance(exc, TimeoutError) else f"worker {w} crashed ({type(exc).__name__}); restarted"
+            reason = (str(exc) if isinstance(exc, TimeoutError)
+                      else f"worker {w} crashed ({type(exc).__name__}); restarted")
             self._fail_worker(w, batch, reason, replies)
             return
         for (i, _), answer in zip(batch, answers):

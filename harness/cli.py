@@ -34,8 +34,9 @@ def _parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text, epilog=EPILOG,
                            formatter_class=argparse.RawDescriptionHelpFormatter, conflict_handler="resolve")
         add_config_help(p)
-        p.add_argument("--config", default=None, help="profile YAML (config/cpu.yaml, tiny.yaml, smoke.yaml, paper.yaml); "
-                                                      "omitted = the paper protocol defaults")
+        p.add_argument("--config", default=None,
+                       help="profile YAML (config/cpu.yaml, tiny.yaml, smoke.yaml, paper.yaml); "
+                            "omitted = the paper protocol defaults")
         p.add_argument("overrides", nargs="*", help="key.sub=value overrides (see below)")
         return p
 

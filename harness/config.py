@@ -31,7 +31,8 @@ class ModelConfig(Checked):
         ".gguf), converted once into a folder under model.cache_dir. Hub ids are not fetched at run time.")})
     dtype: Literal["float32", "bfloat16", "float16"] = field(default="bfloat16", metadata={
         "help": "compute dtype: forward passes run in it through autocast, while the trained weights and AdamW's "
-                "state stay float32 (a bf16 weight cannot take a 1e-6 step; harness/policy/precision.py). float16 needs a GPU"})
+                "state stay float32 (a bf16 weight cannot take a 1e-6 step; harness/policy/precision.py). "
+                "float16 needs a GPU"})
     gradient_checkpointing: bool = field(default=True, metadata={
         "help": "recompute activations in the backward pass to save memory (applied on CUDA only)"})
     lora_rank: int = field(default=0, metadata={"range": ">= 0", "help": (
@@ -44,7 +45,8 @@ class ModelConfig(Checked):
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
         metadata={"help": "modules that get an adapter (default: every linear projection of a Qwen2 block, as "
                           "verl-agent's all-linear)"})
-    tiny_hidden: int = field(default=128, metadata={"help": "tiny model: hidden size (ignored for real checkpoints)", "range": ">= 1"})
+    tiny_hidden: int = field(default=128, metadata={
+        "help": "tiny model: hidden size (ignored for real checkpoints)", "range": ">= 1"})
     tiny_layers: int = field(default=2, metadata={"help": "tiny model: transformer layers", "range": ">= 1"})
     tiny_heads: int = field(default=4, metadata={"help": "tiny model: attention heads", "range": ">= 1"})
     tiny_vocab: int = field(default=2048, metadata={
@@ -55,9 +57,11 @@ class ModelConfig(Checked):
     warm_start_lr: float = field(default=1e-3, metadata={"help": "learning rate of the warm start", "range": "> 0"})
     warm_start_demos: int = field(default=0, metadata={
         "help": "train tasks the expert demonstrates (0 = the whole train panel)", "range": ">= 0"})
-    warm_start_batch: int = field(default=16, metadata={"help": "demonstrations per optimizer step of the warm start", "range": ">= 1"})
+    warm_start_batch: int = field(default=16, metadata={
+        "help": "demonstrations per optimizer step of the warm start", "range": ">= 1"})
     warm_start_prompt_loss: float = field(default=0.0, metadata={
-        "help": "weight of the next-token loss on prompt tokens in the warm start (teaches copying from the prompt)", "range": ">= 0"})
+        "help": "weight of the next-token loss on prompt tokens in the warm start (teaches copying from the prompt)",
+        "range": ">= 0"})
     warm_start_warmup: float = field(default=0.0, metadata={
         "help": "fraction of the warm start's optimizer steps with a linear learning-rate warm-up", "range": "[0, 1]"})
     warm_start_cosine: bool = field(default=False, metadata={
@@ -85,10 +89,11 @@ class BackendConfig(Checked):
     name: str = field(default="vllm", metadata={
         "help": "generation backend (harness/policy/backends/: BACKENDS): hf = transformers on the policy itself "
                 "(CPU or GPU), vllm = a vLLM engine (GPU)"})
-    gpu_memory_utilization: float = field(default=0.6, metadata={"help": "vllm: share of GPU memory vLLM may take", "range": "(0, 1]"})
+    gpu_memory_utilization: float = field(default=0.6, metadata={
+        "help": "vllm: share of GPU memory vLLM may take", "range": "(0, 1]"})
     tensor_parallel_size: int | None = field(default=None, metadata={
-        "help": "vllm: GPUs the engine is sharded over (null = the run's GPU count, grid.gpus; 1 under train.strategy=fsdp, "
-                "where each rank has its own engine)", "range": ">= 1"})
+        "help": "vllm: GPUs the engine is sharded over (null = the run's GPU count, grid.gpus; "
+                "1 under train.strategy=fsdp, where each rank has its own engine)", "range": ">= 1"})
     max_model_len: int | None = field(default=None, metadata={
         "help": "vllm: longest prompt + response it must hold (null = rollout.max_prompt_tokens + "
                 "rollout.max_response_tokens)", "range": ">= 1"})
@@ -105,16 +110,20 @@ class RolloutConfig(Checked):
 
     tasks_per_step: int = field(default=16, metadata={"help": "train tasks drawn per RL step", "range": ">= 1"})
     group_size: int = field(default=8, metadata={"help": "G: rollouts per task (one GRPO group)", "range": ">= 1"})
-    temperature: float = field(default=1.0, metadata={"help": "sampling temperature of training rollouts", "range": ">= 0"})
-    top_p: float = field(default=1.0, metadata={"help": "nucleus sampling of training and evaluation rollouts", "range": "(0, 1]"})
+    temperature: float = field(default=1.0, metadata={
+        "help": "sampling temperature of training rollouts", "range": ">= 0"})
+    top_p: float = field(default=1.0, metadata={
+        "help": "nucleus sampling of training and evaluation rollouts", "range": "(0, 1]"})
     max_prompt_tokens: int = field(default=2048, metadata={
         "help": "prompts longer than this keep their last tokens", "range": ">= 1"})
     teacher_context_tokens: int = field(default=4096, metadata={"range": ">= 0", "help": (
         "room a teacher's privileged prompt gets on top of max_prompt_tokens for its context (skill text, a "
         "successful sibling's actions, hindsight); a run whose benchmark's worst-case context needs more refuses "
         "to start and says the value (default: ALFWorld's 50-step sibling list + hindsight, at one token a byte)")})
-    max_response_tokens: int = field(default=512, metadata={"help": "tokens generated per turn at most", "range": ">= 1"})
-    history_length: int = field(default=2, metadata={"help": "past (observation, action) pairs shown in the prompt", "range": ">= 0"})
+    max_response_tokens: int = field(default=512, metadata={
+        "help": "tokens generated per turn at most", "range": ">= 1"})
+    history_length: int = field(default=2, metadata={
+        "help": "past (observation, action) pairs shown in the prompt", "range": ">= 0"})
     think: bool = field(default=True, metadata={
         "help": "require <think>...</think> before <action>...</action>; every benchmark's prompt follows it"})
     require_admissible: bool = field(default=False, metadata={
@@ -125,7 +134,8 @@ class RolloutConfig(Checked):
     max_failure_frac: float = field(default=0.5, metadata={"range": "[0, 1]", "help": (
         "share of a step's episodes that may end in an environment failure (crashed or hung worker); above it "
         "the run stops with the worker's last traceback. Failed episodes are never learned from (docs/recovery.md)")})
-    generation_batch: int = field(default=64, metadata={"help": "envs generated for in one backend call", "range": ">= 1"})
+    generation_batch: int = field(default=64, metadata={
+        "help": "envs generated for in one backend call", "range": ">= 1"})
 
 
 @dataclass
@@ -137,11 +147,13 @@ class TrainConfig(Checked):
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay", "range": ">= 0"})
     ppo_mini_batch: int = field(default=256, metadata={"help": "rows (segments) per optimiser step", "range": ">= 1"})
     ppo_micro_batch: int = field(default=8, metadata={
-        "help": "rows per forward pass (gradient accumulation inside a mini-batch; also the scoring batch)", "range": ">= 1"})
+        "help": "rows per forward pass (gradient accumulation inside a mini-batch; also the scoring batch)",
+        "range": ">= 1"})
     ppo_epochs: int = field(default=1, metadata={"help": "passes over the batch per RL step", "range": ">= 1"})
     clip_ratio: float = field(default=0.2, metadata={"help": "PPO clip ε of the ratio π_θ/π_old", "range": "> 0"})
     clip_ratio_c: float = field(default=3.0, metadata={
-        "help": "verl's dual clip for negative advantages: the per-token loss is capped at −A·c (c > 1)", "range": "> 1"})
+        "help": "verl's dual clip for negative advantages: the per-token loss is capped at −A·c (c > 1)",
+        "range": "> 1"})
     loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"] = (
         field(default="token-mean", metadata={"help": "how the per-token loss becomes a scalar (verl's agg_loss)"})
     )
@@ -153,7 +165,8 @@ class TrainConfig(Checked):
     kl_estimator: Literal["k1", "k2", "k3"] = field(default="k3", metadata={
         "help": "per-token KL estimator; k3 is the low-variance one"})
     grad_clip: float = field(default=1.0, metadata={"help": "gradient-norm clipping of the RL update", "range": "> 0"})
-    checkpoint_every: int = field(default=10, metadata={"help": "RL steps between checkpoints (and at the last step)", "range": ">= 1"})
+    checkpoint_every: int = field(default=10, metadata={
+        "help": "RL steps between checkpoints (and at the last step)", "range": ">= 1"})
     device: str = field(default="auto", metadata={"help": '"auto" | "cpu" | "cuda"'})
     strategy: Literal["single", "fsdp"] = field(default="single", metadata={
         "help": "single = one training process; fsdp = one process per GPU (grid.gpus of them, launched by torchrun), "
@@ -169,10 +182,12 @@ class EvalConfig(Checked):
 
     every: int = field(default=5, metadata={
         "help": "RL steps between evaluations (0 = only the final one)", "range": ">= 0"})
-    temperature: float = field(default=0.4, metadata={"help": "sampling temperature of evaluation episodes", "range": ">= 0"})
+    temperature: float = field(default=0.4, metadata={
+        "help": "sampling temperature of evaluation episodes", "range": ">= 0"})
     split: str = field(default="eval_out", metadata={"help": "panel evaluated: eval_in or eval_out (or train)"})
     panel_size: int | None = field(default=None, metadata={
-        "help": "evaluate on the first this many tasks of the panel (null = the benchmark's full panel)", "range": ">= 1"})
+        "help": "evaluate on the first this many tasks of the panel (null = the benchmark's full panel)",
+        "range": ">= 1"})
     at_start: bool = field(default=True, metadata={"help": "also evaluate before the first RL step"})
 
 
@@ -203,7 +218,8 @@ class GridConfig(Checked):
 
     """What ``snakemake`` expands into runs (the Snakefile reads this section of the profile)."""
 
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={"help": "master seeds of the grid", "range": ">= 0"})
+    seeds: list[int] = field(default_factory=lambda: [0, 1, 2], metadata={
+        "help": "master seeds of the grid", "range": ">= 0"})
     benchmarks: list[str] = field(default_factory=lambda: ["alfworld", "webshop"], metadata={
         "help": "benchmarks of the grid"})
     methods: list[Any] = field(
@@ -212,10 +228,12 @@ class GridConfig(Checked):
             "a method is a registry name, or a mapping {name: ..., option: value} for a variant (e.g. a λ sweep)")},
     )
     gpus: int = field(default=1, metadata={
-        "help": "GPUs one train job asks the scheduler for (Snakemake resources; SLURM gets the same)", "range": ">= 0"})
+        "help": "GPUs one train job asks the scheduler for (Snakemake resources; SLURM gets the same)",
+        "range": ">= 0"})
     mem_mb: int = field(default=64_000, metadata={"help": "memory (MB) one train job asks for", "range": ">= 1"})
     threads: int = field(default=8, metadata={"help": "CPU threads one train job asks for", "range": ">= 1"})
-    runtime_min: int = field(default=24 * 60, metadata={"help": "wall-time limit (minutes) one train job asks for", "range": ">= 1"})
+    runtime_min: int = field(default=24 * 60, metadata={
+        "help": "wall-time limit (minutes) one train job asks for", "range": ">= 1"})
     frozen_control: bool = field(default=False, metadata={
         "help": "add one run per benchmark and seed at train.lr = 0, labelled `frozen`: the warm start evaluated on "
                 "the same tasks with the same sampling seeds, the control each method's gain is measured against"})
@@ -241,7 +259,8 @@ class MethodSection(Checked):
 
 @dataclass
 class RunConfig(Checked):
-    seed: int = field(default=0, metadata={"help": "master seed; every other seed is derived from it by hashing", "range": ">= 0"})
+    seed: int = field(default=0, metadata={
+        "help": "master seed; every other seed is derived from it by hashing", "range": ">= 0"})
     profile: str = field(default="paper", metadata={
         "help": "profile name: labels the run's MLflow experiment and keys the tiny-model cache (the profile's "
                 "settings are the YAML file itself)"})
@@ -392,8 +411,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     if path is not None:
         path = Path(path)
         if not path.exists():
-            raise ConfigError(f"config file {str(path)!r} does not exist; profiles live in config/ "
-                              f"({', '.join(sorted(p.stem for p in Path('config').glob('*.yaml'))) or 'cpu, tiny, smoke, paper'})")
+            profiles = ", ".join(sorted(p.stem for p in Path("config").glob("*.yaml"))) or "cpu, tiny, smoke, paper"
+            raise ConfigError(f"config file {str(path)!r} does not exist; profiles live in config/ ({profiles})")
         raw = read_yaml(path)
     # `method=sharpo` names the method; its options come as `method.lam=0.2`, in any order
     overrides = [f"method.name={o.split('=', 1)[1]}" if o.startswith("method=") else o for o in overrides or []]

@@ -120,7 +120,8 @@ def method_options_help() -> str:
         inherited = {f.name for f in dataclasses.fields(base)} if base else set()
         extends = f"; the options of {owners[base]}, plus" if base else ""
         lines.append(f"\nmethod={name}  ({cls.__module__}.{cls.__qualname__}, methods/FORMULAS.md{extends}):")
-        lines += [format_key(row) for row in keys_of(cls.Config, "method.") if row.key[len("method."):] not in inherited]
+        lines += [format_key(row) for row in keys_of(cls.Config, "method.")
+                  if row.key[len("method."):] not in inherited]
     return "\n".join(lines)
 
 

@@ -24,7 +24,8 @@ c = bytes of ``model.dtype``, the compute dtype):
   CPU memory whose modules accelerate's ``cpu_offload`` hooks bring to the GPU one at a time while it scores (the
   largest module, the embedding or lm_head, in fp32 plus its cast); one GPU otherwise = an fp32 copy, 4·P.
 * Activations of one ``ppo_micro_batch`` of b rows × s = ``max_prompt_tokens + max_response_tokens`` tokens (the
-  longest a row can be; :mod:`harness.policy.logprobs` keeps logits for the r = ``max_response_tokens`` response positions
+  longest a row can be; :mod:`harness.policy.logprobs` keeps logits for the r = ``max_response_tokens`` \
+response positions
   only): with gradient checkpointing each layer's input (L·b·s·h·c) plus one layer's saved tensors and their
   gradients being recomputed; without it every layer's saved tensors. Logits: b·r·V·(c + 16) bytes
   (:data:`harness.memory_rows.LOGITS_BACKWARD_EXTRA_BYTES`).

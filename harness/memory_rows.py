@@ -1,4 +1,5 @@
-"""The memory plan's vocabulary (the model's ``Shape``, a ``Row``, the phases of a step) and its rows for what the FSDP x vLLM layout holds besides the states and
+"""The memory plan's vocabulary (the model's ``Shape``, a ``Row``, the phases of a step) and its rows for what \
+the FSDP x vLLM layout holds besides the states and
 activations: added by :func:`harness.memory_plan.make_plan`. Each is arithmetic on the model's shape; the bytes per
 element are read off the tensors the code keeps alive at once (estimates until ``scripts/gpu_check.sh`` measures
 a peak on a GPU).

@@ -15,7 +15,8 @@ T = TypeVar("T")
 
 def _duration(seconds: float) -> str:
     seconds = int(round(seconds))
-    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600 else f"{seconds // 60}m{seconds % 60:02d}s"
+    return (f"{seconds // 3600}h{seconds % 3600 // 60:02d}m" if seconds >= 3600
+            else f"{seconds // 60}m{seconds % 60:02d}s")
 
 
 def plain_lines(items: Iterable[T], total: int, desc: str, unit: str = "it", initial: int = 0,

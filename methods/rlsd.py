@@ -18,7 +18,8 @@ class RlsdConfig(GrpoConfig):
     lam: float = field(default=0.5, metadata={"help": "λ at step 0", "range": "[0, 1]"})
     warmdown_steps: int | None = field(default=50, metadata={
         "help": "λ decays linearly to 0 at this step; null keeps λ constant", "range": ">= 1"})
-    clip_eps: float = field(default=0.2, metadata={"help": "ε_w: w_t is clipped to [1 − ε_w, 1 + ε_w]", "range": "[0, 1)"})
+    clip_eps: float = field(default=0.2, metadata={
+        "help": "ε_w: w_t is clipped to [1 − ε_w, 1 + ε_w]", "range": "[0, 1)"})
     clamp_gap: bool = field(default=False, metadata={
         "help": "clamp Δ_t to [−gap_clamp, gap_clamp] before exp (the optional reading)"})
     gap_clamp: float = field(default=5.0, metadata={"help": "bound of the optional clamp of Δ_t", "range": "> 0"})

@@ -21,7 +21,8 @@ from methods.grpo import GrpoBase, GrpoConfig
 
 @dataclass
 class GrpoOpsdConfig(GrpoConfig):
-    coef: float = field(default=0.01, metadata={"help": "c: weight of the distillation term (SDAR paper scripts)", "range": ">= 0"})
+    coef: float = field(default=0.01, metadata={
+        "help": "c: weight of the distillation term (SDAR paper scripts)", "range": ">= 0"})
     loss_agg_mode: Literal["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"] = (
         field(default="token-mean", metadata={"help": "aggregation of the distillation term (verl's agg_loss)"})
     )
@@ -29,7 +30,8 @@ class GrpoOpsdConfig(GrpoConfig):
 
 @dataclass
 class SdarConfig(GrpoOpsdConfig):
-    beta: float = field(default=5.0, metadata={"help": "β: sharpness of the gate sigmoid(β·gap)", "range": "(-inf, inf)"})
+    beta: float = field(default=5.0, metadata={
+        "help": "β: sharpness of the gate sigmoid(β·gap)", "range": "(-inf, inf)"})
 
 
 def gated_distillation(

@@ -30,12 +30,14 @@ from methods.grpo import GrpoBase, GrpoConfig, advantage_diagnostics
 @dataclass
 class StepOpsdConfig(GrpoConfig):
     lam_mix: float = field(default=0.1, metadata={"help": "λ_mix (0.3 also tried)", "range": ">= 0"})
-    alpha: float = field(default=1.0, metadata={"help": "α: segment credit clipped to [−α, α] (0.5 also tried)", "range": "> 0"})
+    alpha: float = field(default=1.0, metadata={
+        "help": "α: segment credit clipped to [−α, α] (0.5 also tried)", "range": "> 0"})
     floor: float = field(default=0.05, metadata={
         "help": "lower bound of the multiplier, keeps sign(Ã) = sign(A)", "range": "> 0"})
     reduce: Literal["sum", "mean"] = field(default="sum", metadata={
         "help": "e_k: sum (paper) or mean of δ_t over the segment's tokens"})
-    budget_eps: float = field(default=1e-6, metadata={"help": "ε of the per-rollout budget normalisation", "range": "> 0"})
+    budget_eps: float = field(default=1e-6, metadata={
+        "help": "ε of the per-rollout budget normalisation", "range": "> 0"})
 
 
 def budget_normalize(credit: Tensor, traj_id: Tensor, counted: Tensor, eps: float) -> Tensor:
@@ -84,5 +86,6 @@ class StepOpsd(GrpoBase):
         diagnostics.update(multiplier_diagnostics(multiplier, active, mask))
         diagnostics.update(masked_stats(evidence, active, "gap"))
         diagnostics["floor_frac"] = float(((multiplier <= c.floor) & active).double().sum() / active.sum().clamp(min=1))
-        diagnostics["credit_clip_frac"] = float(((evidence.abs() > c.alpha) & active).double().sum() / active.sum().clamp(min=1))
+        diagnostics["credit_clip_frac"] = float(((evidence.abs() > c.alpha) & active).double().sum()
+                                                / active.sum().clamp(min=1))
         return apply_multiplier(adv, multiplier, active, mask), diagnostics

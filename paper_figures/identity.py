@@ -72,5 +72,6 @@ def warn_stale(stale: pd.DataFrame) -> None:
     lines = [f"{r.run_dir} ({r.differs})" for r in stale.itertuples(index=False)]
     warnings.warn(f"{len(stale)} finished run(s) were made under another protocol than the profile's and are left "
                   f"out of the tables (tables/stale_runs.csv): " + "; ".join(lines)
-                  + ". Re-run them: `snakemake` does (rerun-triggers params), or `python -m harness train ... --force`.",
+                  + ". Re-run them: `snakemake` does (rerun-triggers params), "
+                    "or `python -m harness train ... --force`.",
                   stacklevel=2)

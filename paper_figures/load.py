@@ -97,7 +97,8 @@ def _without_env_failures(evals: pd.DataFrame) -> tuple[pd.DataFrame, int]:
 def read_run(run_dir: Path) -> tuple[dict, pd.DataFrame | None, pd.DataFrame | None]:
     """(run row, eval episodes with a ``final`` column, per-step metrics) of one finished run folder."""
     done = json.loads((run_dir / "done.json").read_text())
-    missing = [k for k in ("benchmark", "seed") if k not in done] + ([] if "method_label" in done or "method" in done else ["method_label"])
+    missing = [k for k in ("benchmark", "seed") if k not in done] + (
+        [] if "method_label" in done or "method" in done else ["method_label"])
     if missing:
         raise ValueError(f"{run_dir / 'done.json'} lacks {missing}; the engine writes them (harness train)")
     evals = _read_csv(run_dir / "eval.csv")
@@ -145,6 +146,7 @@ def load_runs(root: str | Path) -> Results:
                                        "env_failures", "run_dir"])
     return Results(
         runs=runs,
-        evals=pd.concat(evals, ignore_index=True) if evals else pd.DataFrame(columns=[*RUN_KEYS, *EVAL_COLUMNS, "final"]),
+        evals=(pd.concat(evals, ignore_index=True) if evals
+               else pd.DataFrame(columns=[*RUN_KEYS, *EVAL_COLUMNS, "final"])),
         metrics=pd.concat(metrics, ignore_index=True) if metrics else pd.DataFrame(columns=[*RUN_KEYS, "step"]),
     )

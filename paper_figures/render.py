@@ -62,7 +62,8 @@ def split_label(label: str) -> list[tuple[str, str]]:
             parts.append(part)
     options = []
     for part in parts:
-        match = re.fullmatch(r"([A-Za-z_]+)(-?[0-9][0-9.eE+-]*)", part) or re.fullmatch(r"([A-Za-z_]+?)(True|False)", part)
+        match = (re.fullmatch(r"([A-Za-z_]+)(-?[0-9][0-9.eE+-]*)", part)
+                 or re.fullmatch(r"([A-Za-z_]+?)(True|False)", part))
         # a string-valued option cannot be split from its key unambiguously: show it whole
         options.append((match.group(1), match.group(2)) if match else (part, ""))
     return options

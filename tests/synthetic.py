@@ -63,7 +63,7 @@ def random_batch(
     """Rollouts of 1..max_segments segments in groups of ``group_size`` until ``rows`` rows exist (the last
     rollout is cut short to fit). Success gives reward 10 on the last step (ALFWorld's 10·won)."""
     g = torch.Generator().manual_seed(seed)
-    lengths, traj = [], 0
+    lengths = []
     while sum(lengths) < rows:
         lengths.append(int(torch.randint(1, max_segments + 1, (1,), generator=g)))
     lengths[-1] -= sum(lengths) - rows

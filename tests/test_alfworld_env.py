@@ -63,7 +63,8 @@ def test_valid_output_steps_the_game(bench):
 
 
 def test_episode_ends_at_max_steps(cache_dir):
-    bench = make_benchmark("alfworld", profile_config("tiny", "alfworld", source="generated", cache_dir=cache_dir, max_steps=3))
+    bench = make_benchmark("alfworld", profile_config("tiny", "alfworld", source="generated", cache_dir=cache_dir,
+                                                      max_steps=3))
     env = bench.make_env()
     env.reset(bench.panel("train").tasks[0])
     results = [env.step("look") for _ in range(3)]

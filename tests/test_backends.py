@@ -167,5 +167,6 @@ def test_a_new_backend_is_its_module_plus_one_registration_line(request):
     request.addfinalizer(lambda: backends.BACKENDS.unregister("echo"))
     assert isinstance(backends.make_backend(BackendConfig(name="echo"), None, None, "cpu"), EchoBackend)
     assert config_from_dict({"backend": {"name": "echo"}}).backend.name == "echo"
-    with pytest.raises(ConfigError, match=r"backend.name: 'ecko' is not accepted; choose one of \['echo', 'hf', 'vllm'\]"):
+    with pytest.raises(ConfigError,
+                       match=r"backend.name: 'ecko' is not accepted; choose one of \['echo', 'hf', 'vllm'\]"):
         config_from_dict({"backend": {"name": "ecko"}})

@@ -22,7 +22,8 @@ def test_defaults_are_the_paper_protocol():
     cfg = load_config()
     assert isinstance(cfg, RunConfig)
     t = cfg.train
-    assert (t.clip_ratio, t.clip_ratio_c, t.kl_coef, t.kl_estimator, t.loss_agg_mode) == (0.2, 3.0, 0.01, "k3", "token-mean")
+    assert ((t.clip_ratio, t.clip_ratio_c, t.kl_coef, t.kl_estimator, t.loss_agg_mode)
+            == (0.2, 3.0, 0.01, "k3", "token-mean"))
     assert (cfg.rollout.group_size, cfg.rollout.tasks_per_step, cfg.rollout.temperature) == (8, 16, 1.0)
     assert cfg.method.name == "grpo"
 
@@ -41,7 +42,8 @@ def test_unknown_top_level_key(tmp_path):
 
 
 def test_bad_literal_lists_choices():
-    with pytest.raises(ConfigError, match=r"config.train.kl_estimator: 'k5' is not accepted; choose one of \['k1', 'k2', 'k3'\]"):
+    with pytest.raises(ConfigError,
+                       match=r"config.train.kl_estimator: 'k5' is not accepted; choose one of \['k1', 'k2', 'k3'\]"):
         load_config(overrides=["train.kl_estimator=k5"])
 
 
@@ -73,7 +75,8 @@ def test_method_options_from_yaml_and_overrides(tmp_path):
 def test_method_option_errors(tmp_path):
     with pytest.raises(ConfigError, match=r"method \(sharpo\): unknown key\(s\) \['lamda'\]; accepted keys: \[.*'lam'"):
         load_config(overrides=["method.name=sharpo", "method.lamda=0.2"])
-    with pytest.raises(ConfigError, match=r"method \(gigpo\)\.mode: 'mean' is not accepted; choose one of \['mean_norm', 'mean_std_norm'\]"):
+    with pytest.raises(ConfigError, match=r"method \(gigpo\)\.mode: 'mean' is not accepted; "
+                                          r"choose one of \['mean_norm', 'mean_std_norm'\]"):
         load_config(overrides=["method.name=gigpo", "method.mode=mean"])
 
 

@@ -100,7 +100,8 @@ def test_train_help_lists_every_benchmark_section_from_its_own_config(train_help
 
 
 def test_train_help_lists_every_method_option(train_help):
-    sections = {m.group(1): m.group(0) for m in re.finditer(r"^method=(\w+) .*?(?=^method=|\Z)", train_help, re.M | re.S)}
+    sections = {m.group(1): m.group(0)
+                for m in re.finditer(r"^method=(\w+) .*?(?=^method=|\Z)", train_help, re.M | re.S)}
     assert set(sections) == set(registry.available())
 
     def listed(name: str) -> set[str]:  # its own section, plus the section of the method it says it extends

@@ -43,7 +43,8 @@ class JammingDoorEnv(DoorEnv):
 @dataclass
 class JamConfig(Checked):
     train_tasks: int = field(default=16, metadata={"help": "train tasks", "range": ">= 1"})
-    crash_envs: list[int] = field(default_factory=list, metadata={"help": "which env instances jam (build order)", "range": ">= 0"})
+    crash_envs: list[int] = field(default_factory=list, metadata={
+        "help": "which env instances jam (build order)", "range": ">= 0"})
 
 
 @BENCHMARKS.register("toy_jam")

@@ -124,7 +124,8 @@ def test_strategy_is_checked(monkeypatch):
 
 def test_the_workflow_launches_fsdp_runs_with_torchrun():
     assert train_command("py", "single", 8) == "py -m harness train"
-    assert train_command("py", "fsdp", 8) == "py -m torch.distributed.run --standalone --nproc_per_node 8 -m harness train"
+    assert (train_command("py", "fsdp", 8)
+            == "py -m torch.distributed.run --standalone --nproc_per_node 8 -m harness train")
     assert train_command("py", "fsdp", 0).endswith("--nproc_per_node 1 -m harness train")
 
 

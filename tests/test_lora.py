@@ -122,7 +122,7 @@ def test_the_adapter_folder_is_the_one_peft_saves_and_loads_back_to_the_same_pol
     ctx.close("FINISHED")
 
 
-def test_the_vllm_engine_gets_the_adapter_as_a_lora_request_not_merged_weights(tmp_path, models, fake_vllm):
+def test_the_vllm_engine_gets_the_adapter_as_a_lora_request_not_merged_weights(tmp_path, models, fake_vllm):  # noqa: F811
     from safetensors.torch import load_file
 
     ctx = open_run(lora_config(tmp_path, models, dtype="bfloat16", backend={"name": "vllm"}))

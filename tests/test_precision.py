@@ -1,4 +1,5 @@
-"""fp32 master weights with bf16 compute (harness/policy/precision.py): a 1e-6 step is kept, and every forward of the run
+"""fp32 master weights with bf16 compute (harness/policy/precision.py): a 1e-6 step is kept, and every forward \
+of the run
 (generation, scoring, reference, teacher, update) runs in the compute dtype."""
 from __future__ import annotations
 

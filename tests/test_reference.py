@@ -1,4 +1,5 @@
-"""The KL reference (harness/policy/reference.py): none at kl_coef 0, a frozen copy for a full fine-tune, and the offloaded
+"""The KL reference (harness/policy/reference.py): none at kl_coef 0, a frozen copy for a full fine-tune, \
+and the offloaded
 copy (accelerate's cpu_offload hooks, run here with the CPU as the execution device) scores as the plain one."""
 from __future__ import annotations
 

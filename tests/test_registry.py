@@ -28,7 +28,8 @@ def test_build_rejects_unknown_option_and_lists_accepted():
 
 
 def test_build_checks_literal_options():
-    with pytest.raises(ConfigError, match=r"method \(sharpo\)\.reduce: 'median' is not accepted; choose one of \['mean', 'sum'\]"):
+    with pytest.raises(ConfigError,
+                       match=r"method \(sharpo\)\.reduce: 'median' is not accepted; choose one of \['mean', 'sum'\]"):
         registry.build("sharpo", {"reduce": "median"})
 
 

@@ -42,7 +42,7 @@ def _as_rank(monkeypatch, rank: int) -> None:
     monkeypatch.delenv("VLLM_ENABLE_V1_MULTIPROCESSING", raising=False)
 
 
-def test_each_rank_builds_its_own_engine_on_its_gpu_in_the_launchers_group(tmp_path, monkeypatch, fake_vllm):
+def test_each_rank_builds_its_own_engine_on_its_gpu_in_the_launchers_group(tmp_path, monkeypatch, fake_vllm):  # noqa: F811
     cfg = _paper(tmp_path)
     model = SimpleNamespace(name_or_path=str(cfg.model.source), dtype=torch.float32)
 
@@ -84,7 +84,7 @@ def test_a_rank_without_torchruns_variables_is_refused(monkeypatch):
         launch_arguments(2, SEED)
 
 
-def test_start_up_refuses_an_unsupported_layout_before_any_weight(tmp_path, monkeypatch, fake_vllm, capsys):
+def test_start_up_refuses_an_unsupported_layout_before_any_weight(tmp_path, monkeypatch, fake_vllm, capsys):  # noqa: F811
     from harness import cli
     from harness.engine import run
     from harness.preflight import StartupError, check_start_up

@@ -50,7 +50,8 @@ def test_registered_and_splits(bench):
 
 
 def test_profile_panel_sizes():
-    sizes = {p: len(make_benchmark("webshop", profile_config(p, "webshop")).panel("eval_out")) for p in ("tiny", "paper")}
+    sizes = {p: len(make_benchmark("webshop", profile_config(p, "webshop")).panel("eval_out"))
+             for p in ("tiny", "paper")}
     assert sizes == {"tiny": 50, "paper": 500}
     custom = make_benchmark("webshop", profile_config("tiny", "webshop", eval_panel_size=20, train_panel_size=30))
     assert (len(custom.panel("eval_in")), len(custom.panel("train"))) == (20, 30)

@@ -109,8 +109,10 @@ def test_attribute_matches(bought, matches):
 # --- get_option_reward -----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("goal_options,bought_options,hits", [
-    ({"color": "grey", "size": "XL", "amount": "pack of 12"}, {"amount": "pack of 12", "color": "grey", "size": "XL"}, 3),
-    ({"color": "grey", "size": "XL", "amount": "pack of 12"}, {"amount": "pack of 12", "color": "blue", "size": "XL"}, 2),
+    ({"color": "grey", "size": "XL", "amount": "pack of 12"},
+     {"amount": "pack of 12", "color": "grey", "size": "XL"}, 3),
+    ({"color": "grey", "size": "XL", "amount": "pack of 12"},
+     {"amount": "pack of 12", "color": "blue", "size": "XL"}, 2),
     ({"flavor": "cool powder snow", "size": "XL", "amount": "pack of 12"},
      {"amount": "pack of 12", "flavor": "powder snow", "size": "XL"}, 3),
     ({"color": "goal 1", "style": "goal 2"}, {}, 0),

@@ -25,7 +25,8 @@ from harness.core.ranges import Checked
 COLOURS = ("red", "blue", "green", "gold")
 TEMPLATE = PromptTemplate(
     name="toy-door",
-    first="Task: {task}\nObservation: {observation}\nAdmissible actions: [{actions}]\nAnswer with <action>...</action>.",
+    first="Task: {task}\nObservation: {observation}\nAdmissible actions: [{actions}]\n"
+          "Answer with <action>...</action>.",
     with_history="Task: {task}\nHistory: {history}\nObservation: {observation}\nAdmissible actions: [{actions}]\n"
                  "Answer with <action>...</action>.",
 )

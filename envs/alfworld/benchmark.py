@@ -39,7 +39,8 @@ class AlfworldBenchmark(Benchmark):
     @classmethod
     def preflight(cls, config: AlfworldConfig) -> str | None:
         if config.data_path and not Path(config.data_path).is_dir():
-            return f"alfworld.data_path={config.data_path} does not exist; point it at the json_2.1.1 tree, or leave it unset"
+            return (f"alfworld.data_path={config.data_path} does not exist; point it at the json_2.1.1 tree, "
+                    "or leave it unset")
         return None
 
     @property

@@ -25,7 +25,8 @@ class AlfworldConfig(Checked):
         "help": "official games (needs data_path), generated ones, or auto: official when a data path is set"})
     max_steps: int = field(default=50, metadata={"help": "actions per episode at most", "range": ">= 1"})
     train_panel_size: int | None = field(default=None, metadata={
-        "help": f"train tasks; null = every official training game, or {PAPER_TRAIN_GAMES} generated ones", "range": ">= 1"})
+        "help": f"train tasks; null = every official training game, or {PAPER_TRAIN_GAMES} generated ones",
+        "range": ">= 1"})
     eval_panel_size: int | None = field(default=None, metadata={
         "help": f"tasks of each eval panel; null = the official split sizes {PAPER_EVAL_GAMES}", "range": ">= 1"})
     cache_dir: str = field(default="results/cache/alfworld", metadata={"help": "where generated games are cached"})
@@ -34,12 +35,14 @@ class AlfworldConfig(Checked):
         "help": "receptacles per generated game; 0 = every receptacle of the scene (paper)", "range": ">= 0"})
     num_distractors: int = field(default=-1, metadata={"help": (
         "objects besides the target(s); -1 = one to max_instances per class (paper)"), "range": ">= -1"})
-    max_instances: int = field(default=2, metadata={"help": "per distractor class when num_distractors = -1", "range": ">= 1"})
+    max_instances: int = field(default=2, metadata={
+        "help": "per distractor class when num_distractors = -1", "range": ">= 1"})
     scenes: list[int] | None = field(default=None, metadata={
         "help": "layouts to draw from (FloorPlan numbers); null = all that ship with alfworld", "range": ">= 1"})
     task_types: list[str] | None = field(default=None, metadata={"help": "subset of the six types; null = all six"})
     panel_seed: int = field(default=0, metadata={
-        "help": "which generated games make the panels (not the run seed: panels stay fixed across seeds)", "range": ">= 0"})
+        "help": "which generated games make the panels (not the run seed: panels stay fixed across seeds)",
+        "range": ">= 0"})
 
 
     def __post_init__(self):

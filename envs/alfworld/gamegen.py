@@ -222,7 +222,8 @@ def write_problem(spec: GameSpec) -> str:
 
 
 def _object_predicates(oclass: str):
-    return (("pickupable", oclass not in ("DeskLamp", "FloorLamp")), ("isReceptacleObject", oclass in MOVABLE_RECEPTACLES),
+    return (("pickupable", oclass not in ("DeskLamp", "FloorLamp")),
+            ("isReceptacleObject", oclass in MOVABLE_RECEPTACLES),
             ("cleanable", oclass in CLEANABLE), ("heatable", oclass in HEATABLE), ("coolable", oclass in COOLABLE),
             ("toggleable", oclass in ("DeskLamp", "FloorLamp")))
 

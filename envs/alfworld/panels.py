@@ -35,7 +35,8 @@ def candidate_scenes(split: str, task_type: str, scenes: tuple[int, ...] | None)
                  if room_type(s) in C.GOALS_VALID[task_type] and scene_supports(s, task_type))
 
 
-def generated_tasks(settings: AlfworldSettings, split: str, n: int, exclude: frozenset[str] = frozenset()) -> list[Task]:
+def generated_tasks(settings: AlfworldSettings, split: str, n: int,
+                    exclude: frozenset[str] = frozenset()) -> list[Task]:
     size, tasks, seen = game_size(settings), [], set(exclude)
     for k in range(n):
         task_type = settings.task_types[k % len(settings.task_types)]

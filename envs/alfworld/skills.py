@@ -1,4 +1,5 @@
-"""ALFWorld's hints for the ``skills`` teacher context, per task type (what a hint may say: harness/engine/skills.py)."""
+"""ALFWorld's hints for the ``skills`` teacher context, per task type (what a hint may say: \
+harness/engine/skills.py)."""
 
 SKILLS = {
     "pick_and_place": "Find the object by opening receptacles one at a time, take it, go to the target "

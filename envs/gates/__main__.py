@@ -50,8 +50,10 @@ def main(argv: list[str]) -> int:
     task = bench.panel("eval_out").tasks[0]
     obs = bench.make_env().reset(task)
     print(bench.format_prompt(bench.task_description(task, obs), [], obs, 0, 0))
-    print(f"\nexpert {win_rate(bench, bench.expert):.3f}  format expert {win_rate(bench, lambda t: SampledTargets(bench.demonstrator(t), t.task_id)):.3f}  "
-          f"random {win_rate(bench, lambda t: RandomPolicy(t.task_id)):.3f}  (eval_out, {len(bench.panel('eval_out'))} tasks)")
+    print(f"\nexpert {win_rate(bench, bench.expert):.3f}  "
+          f"format expert {win_rate(bench, lambda t: SampledTargets(bench.demonstrator(t), t.task_id)):.3f}  "
+          f"random {win_rate(bench, lambda t: RandomPolicy(t.task_id)):.3f}  "
+          f"(eval_out, {len(bench.panel('eval_out'))} tasks)")
     return 0
 
 

@@ -18,15 +18,18 @@ class GatesConfig(Checked):
                                                       "a wrong turn there only costs a step", "range": ">= 1"})
     pivots: int = field(default=2, metadata={"help": "pivotal decisions per episode (gates); one wrong door ends "
                                                      "the episode as a loss", "range": ">= 1"})
-    choices: int = field(default=3, metadata={"help": "doors per gate; a policy that guesses wins (1/choices)^pivots", "range": "[2, 8]"})
-    colours: int = field(default=6, metadata={"help": f"key colours in play, the first n of {list(COLOURS)}", "range": "[2, 8]"})
+    choices: int = field(default=3, metadata={
+        "help": "doors per gate; a policy that guesses wins (1/choices)^pivots", "range": "[2, 8]"})
+    colours: int = field(default=6, metadata={
+        "help": f"key colours in play, the first n of {list(COLOURS)}", "range": "[2, 8]"})
     key_at_gates: bool = field(default=False, metadata={
         "help": "repeat the key's colour in each gate's observation (the decision then rests on the line just "
                 "above it, not only on the task text at the top of the prompt)"})
     slack: int = field(default=4, metadata={"help": "extra steps beyond horizon + pivots before the episode is cut "
                                                     "off (room for a few wrong turns in the halls)", "range": ">= 0"})
     train_panel_size: int = field(default=2000, metadata={"help": "generated train tasks", "range": ">= 1"})
-    eval_panel_size: int = field(default=400, metadata={"help": "generated tasks per eval split (eval_in, eval_out)", "range": ">= 1"})
+    eval_panel_size: int = field(default=400, metadata={
+        "help": "generated tasks per eval split (eval_in, eval_out)", "range": ">= 1"})
     demo_pivots: Literal["uniform", "leaning", "expert"] = field(default="uniform", metadata={
         "help": "what the warm start teaches at a gate: 'uniform' (a format expert: right in the halls, every door "
                 "of a gate equally, so RL has the pivots left to learn), 'leaning' (every door once and the key's "

@@ -4,7 +4,8 @@ A wrong turn in a hall is harmless but costs a step; a wrong door at a gate ends
 localized error sinks the trajectory. An action outside the admissible list also ends it (as a loss, marked
 invalid), so a failing rollout is never longer than the corridor plus the slack: with recoverable invalid
 actions, failing rollouts looped on invalid output until the step limit, their many negative-advantage rows
-pushed the action format itself down under GRPO, and the policy collapsed to 0% valid actions (measured). Passing the last cell wins (reward 1, the only non-zero reward).
+pushed the action format itself down under GRPO, and the policy collapsed to 0% valid actions (measured). \
+Passing the last cell wins (reward 1, the only non-zero reward).
 Observations name the cell's position, so rollouts of one task that reach the same cell see the same text
 (GiGPO's anchor states).
 

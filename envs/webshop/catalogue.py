@@ -141,8 +141,8 @@ def _make_goal(rng: random.Random, product: Product, ptype: ProductType, max_att
 
 
 @functools.lru_cache(maxsize=8)
-def build_catalogue(products_per_type: int, asin_length: int, goals_per_product: int, max_option_groups: int, max_option_values: int,
-                    max_goal_attributes: int, eval_pool_size: int) -> Catalogue:
+def build_catalogue(products_per_type: int, asin_length: int, goals_per_product: int, max_option_groups: int,
+                    max_option_values: int, max_goal_attributes: int, eval_pool_size: int) -> Catalogue:
     """Generate (once per process and sizing) the products and goals; arguments = ``WebshopSettings.catalogue_key``."""
     rng = random.Random(CATALOGUE_SEED)
     products, goals, taken, seen_text = [], [], set(), set()

@@ -20,12 +20,15 @@ class WebshopConfig(Checked):
     url: str | None = field(default=None, metadata={
         "help": "a running WebShop site (web_agent_site.app); null = the offline catalogue shipped here"})
     max_steps: int = field(default=15, metadata={"help": "actions per episode at most", "range": ">= 1"})
-    train_panel_size: int | None = field(default=None, metadata={"help": "train goals (null = every goal outside the eval pool)", "range": ">= 1"})
+    train_panel_size: int | None = field(default=None, metadata={
+        "help": "train goals (null = every goal outside the eval pool)", "range": ">= 1"})
     eval_panel_size: int = field(default=500, metadata={
         "help": "goals of the eval panel (paper: 500 goals)", "range": ">= 1"})
     eval_pool_size: int = field(default=500, metadata={
-        "help": "goals held out for evaluation (WebShop's test goals 0..499); the rest are train goals", "range": ">= 1"})
-    request_timeout_s: float = field(default=10.0, metadata={"help": "timeout of one request to a WebShop server", "range": "> 0"})
+        "help": "goals held out for evaluation (WebShop's test goals 0..499); the rest are train goals",
+        "range": ">= 1"})
+    request_timeout_s: float = field(default=10.0, metadata={
+        "help": "timeout of one request to a WebShop server", "range": "> 0"})
     # Task size (the defaults are WebShop's own)
     products_per_type: int = field(default=50, metadata={
         "help": "catalogue size = product types (20) x this", "range": ">= 1"})
@@ -35,8 +38,10 @@ class WebshopConfig(Checked):
     max_option_groups: int = field(default=3, metadata={
         "help": "option groups (size, color, ...) a product can have", "range": "[0, 3]"})
     max_option_values: int = field(default=5, metadata={"help": "values per option group", "range": ">= 1"})
-    max_goal_attributes: int = field(default=3, metadata={"help": "attributes an instruction asks for", "range": ">= 1"})
-    results_per_page: int = field(default=10, metadata={"help": "search results per page (WebShop: 10)", "range": ">= 1"})
+    max_goal_attributes: int = field(default=3, metadata={
+        "help": "attributes an instruction asks for", "range": ">= 1"})
+    results_per_page: int = field(default=10, metadata={
+        "help": "search results per page (WebShop: 10)", "range": ">= 1"})
     search_return_n: int = field(default=50, metadata={
         "help": "results a search returns over all pages (WebShop: 50)", "range": ">= 1"})
     detail_pages: bool = field(default=True, metadata={

@@ -112,7 +112,8 @@ def _load_dotted(path: str) -> type[Method]:
         raise UnknownMethodError(f"cannot import module {module_name!r} for method {path!r}: {err}") from err
     cls = getattr(module, attr, None)
     if not (isinstance(cls, type) and issubclass(cls, Method)):
-        raise UnknownMethodError(f"{path!r} does not name a Method subclass (module {module_name!r}, attribute {attr!r})")
+        raise UnknownMethodError(f"{path!r} does not name a Method subclass "
+                                 f"(module {module_name!r}, attribute {attr!r})")
     if not vars(cls).get("name"):  # not registered itself (a subclass inherits its parent's name)
         register(attr.lower())(cls)
     return cls

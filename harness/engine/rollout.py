@@ -95,7 +95,8 @@ def collect(backend, benchmark: Benchmark, envs, tasks: Sequence[Task], *, group
         timing.generation_s += time.perf_counter() - start
 
         parsed = [parse_action(g.text, think=rollout_cfg.think,
-                               admissible=observations[i].admissible_actions if rollout_cfg.require_admissible else None)
+                               admissible=(observations[i].admissible_actions
+                                           if rollout_cfg.require_admissible else None))
                   for i, g in zip(live, generations)]
         actions: list[str | None] = [None] * len(trajs)
         for i, p in zip(live, parsed):

@@ -98,7 +98,8 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
     if not evaluate_only:
         check_store(cfg.tracking)  # an unreachable tracking server fails here, before anything is built or written
     with run_state.failure_is_recorded(cfg.tracking, run_dir) as guard:
-        check_start_up(cfg, training=not evaluate_only)  # first: building the paper's panels takes longer than finding vLLM missing
+        # first: building the paper's panels takes longer than finding vLLM missing
+        check_start_up(cfg, training=not evaluate_only)
         if evaluate_only and not (run_dir / checkpoint.CHECKPOINT).exists():
             raise FileNotFoundError(f"{run_dir} has no {checkpoint.CHECKPOINT}; train the run first "
                                     f"(python -m harness train ... with the same config and overrides)")
@@ -113,7 +114,8 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
         protocol = build_protocol(config=to_dict(cfg), method_options=dataclasses.asdict(method.config),
                                   seeds=seeds.as_dict(), template_sha256=benchmark.template.sha256,
                                   panels={"train": train_panel, "eval": eval_panel})
-        plan = (run_state.RunPlan("resume", "evaluate", state=run_state.load_checkpoint(run_dir / checkpoint.CHECKPOINT))
+        plan = (run_state.RunPlan("resume", "evaluate",
+                                  state=run_state.load_checkpoint(run_dir / checkpoint.CHECKPOINT))
                 if evaluate_only else run_state.plan_run(run_dir, protocol, resume, force, restart_changed))
         if plan.action == "skip":
             log(f"{cfg.name}: {plan.reason}")

@@ -56,8 +56,10 @@ def response_logprobs(model, prompt_ids: Tensor, prompt_mask: Tensor, response_i
     off (left of the prompts, right of the responses), so short rows cost little. Differentiable when grad is on.
     """
     rows, response_len = response_ids.shape
-    if prompt_ids.shape[0] != rows or prompt_mask.shape != prompt_ids.shape or response_mask.shape != response_ids.shape:
-        raise ValueError(f"shape mismatch: prompt_ids {tuple(prompt_ids.shape)}, prompt_mask {tuple(prompt_mask.shape)}, "
+    if (prompt_ids.shape[0] != rows or prompt_mask.shape != prompt_ids.shape
+            or response_mask.shape != response_ids.shape):
+        raise ValueError(f"shape mismatch: prompt_ids {tuple(prompt_ids.shape)}, "
+                         f"prompt_mask {tuple(prompt_mask.shape)}, "
                          f"response_ids {tuple(response_ids.shape)}, response_mask {tuple(response_mask.shape)}")
     if micro_batch < 1:
         raise ValueError(f"micro_batch must be >= 1, got {micro_batch}")

@@ -245,7 +245,8 @@ def load_policy(source: str | Path, dtype: str, device) -> tuple[PreTrainedModel
     """Load a local model folder (the tiny model or a real checkpoint) and its fast tokenizer (left padding).
 
     ``dtype`` is the dtype the weights are *held* in: float32 for weights that are trained (the master weights of
-    harness/policy/precision.py), the compute dtype only for a frozen base (``harness.policy.precision.storage_dtype``)."""
+    harness/policy/precision.py), the compute dtype only for a frozen base \
+(``harness.policy.precision.storage_dtype``)."""
     folder = Path(source)
     if not (folder / "config.json").exists():
         raise ModelNotFoundError(

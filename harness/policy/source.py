@@ -96,7 +96,8 @@ def local_tokenizer(cfg):
 
 def prepare_policy(cfg, benchmark: Benchmark, device, log=print):
     """Return (model, tokenizer, model_dir) for the run, building the tiny model if needed. The weights are float32
-    (trained) or, under LoRA, a frozen base in the compute dtype with a float32 adapter (harness/policy/precision.py)."""
+    (trained) or, under LoRA, a frozen base in the compute dtype with a float32 adapter \
+(harness/policy/precision.py)."""
     if is_gguf_source(cfg.model.source):  # a GGUF file: converted once into a folder under model.cache_dir
         model_dir = converted_folder(cfg.model.source, cfg.model.cache_dir)
     elif cfg.model.source != "tiny":

@@ -49,7 +49,8 @@ def main() -> int:
 
 
 def record_devices(path: Path, run: str) -> None:
-    entry = {"run": run, "devices": os.environ.get("CUDA_VISIBLE_DEVICES"), "threads": os.environ.get("OMP_NUM_THREADS")}
+    entry = {"run": run, "devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+             "threads": os.environ.get("OMP_NUM_THREADS")}
     with open(path.with_suffix(".started"), "a") as started:
         started.write(run + "\n")
     wanted = int(os.environ.get("FAKE_TRAIN_BARRIER", "0"))

@@ -6,7 +6,8 @@ asked for, so the package never needs vLLM installed.
 
 Log-prob convention (both backends): ``Generation.logprobs[t]`` is log softmax(logits / temperature) of the
 sampled token — the tempered distribution over the full vocabulary, before top-p truncation. This is what
-:func:`harness.policy.logprobs.response_logprobs` recomputes at the same temperature and what verl uses for ``old_logp``,
+:func:`harness.policy.logprobs.response_logprobs` recomputes at the same temperature and what verl uses for \
+``old_logp``,
 so the trainer's gap mean|logp_train - logp_rollout| measures weight staleness and numerics only. With
 ``top_p = 1`` (the paper's rollout setting) it is exactly the sampling distribution.
 """
@@ -91,4 +92,5 @@ def check_sampling_args(temperature: float, top_p: float, max_new_tokens: int, m
     if not 0 < top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1], got {top_p}")
     if max_new_tokens < 1 or max_prompt_tokens < 1:
-        raise ValueError(f"max_new_tokens and max_prompt_tokens must be >= 1, got {max_new_tokens}, {max_prompt_tokens}")
+        raise ValueError(f"max_new_tokens and max_prompt_tokens must be >= 1, "
+                         f"got {max_new_tokens}, {max_prompt_tokens}")

@@ -117,7 +117,8 @@ class HFBackend:
         return result
 
 
-def sample_tokens(logits: Tensor, temperature: float, top_p: float, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+def sample_tokens(logits: Tensor, temperature: float, top_p: float,
+                  generator: torch.Generator) -> tuple[Tensor, Tensor]:
     """Draw one token per row from softmax(logits / temperature) restricted to the top-p nucleus.
 
     Returns the tokens and their log-probs under the tempered full distribution (see harness.policy.backends).

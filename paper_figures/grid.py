@@ -102,7 +102,8 @@ def profile_path(profile: str, config_dir: str | Path = "config") -> Path:
 
 def load_grid(profile: str, config_dir: str | Path = "config") -> Grid:
     """Read a profile's grid, check it, and expand it into runs (benchmarks × methods × seeds)."""
-    from harness.config import GridConfig, RunConfig, method_label
+    from harness.config import RunConfig, method_label
+    from harness.config_sections import GridConfig
     from harness.core.typed import ConfigError, build_dataclass
     from harness.validation import read_yaml
 
@@ -192,7 +193,7 @@ def _strategy(raw: dict, path: Path) -> str:
     """The profile's ``train.strategy`` (the workflow launches an ``fsdp`` run with torchrun)."""
     import typing
 
-    from harness.config import TrainConfig
+    from harness.config_sections import TrainConfig
     from harness.core.typed import ConfigError
 
     value = (raw.get("train") or {}).get("strategy", TrainConfig.strategy)

@@ -9,7 +9,7 @@ import pytest
 from envs.alfworld.engine import WalkthroughExpert
 from envs.alfworld.handcoded import HandcodedExpert
 from envs.base import make_benchmark
-from harness.config import RolloutConfig
+from harness.config_sections import RolloutConfig
 from harness.policy.source import demonstrations
 from tests.profiles import profile_config
 

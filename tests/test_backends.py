@@ -7,7 +7,7 @@ import pytest
 import torch
 from tiny_corpus import build_and_load, one_torch_thread, prompt, response  # noqa: F401
 
-from harness.config import BackendConfig
+from harness.config_sections import BackendConfig
 from harness.core.plugins import UnknownPluginError
 from harness.policy.backends import Generation, GenerationBackend, make_backend
 from harness.policy.backends.hf import HFBackend, sample_tokens
@@ -159,7 +159,8 @@ class EchoBackend:
 
 
 def test_a_new_backend_is_its_module_plus_one_registration_line(request):
-    from harness.config import BackendConfig, config_from_dict
+    from harness.config import config_from_dict
+    from harness.config_sections import BackendConfig
     from harness.core.typed import ConfigError
     from harness.policy import backends
 

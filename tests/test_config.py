@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.config import ModelConfig, RunConfig, TrainConfig, config_from_dict, load_config, parse_overrides
+from harness.config import RunConfig, config_from_dict, load_config, parse_overrides
+from harness.config_sections import ModelConfig, TrainConfig
 from harness.core.typed import ConfigError, build_dataclass
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -89,7 +89,7 @@ def test_yaml_error_through_the_cli_is_one_line_not_a_traceback(tmp_path, capsys
 
 
 def test_ranges_are_field_metadata_with_help():
-    from harness.config import TrainConfig
+    from harness.config_sections import TrainConfig
 
     steps = {f.name: f for f in dataclasses.fields(TrainConfig)}["steps"]
     assert steps.metadata["range"] == ">= 1" and steps.metadata["help"]

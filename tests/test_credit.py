@@ -12,7 +12,7 @@ from synthetic import batch_from_rows
 from envs.gates.benchmark import GatesBenchmark
 from envs.gates.config import GatesConfig
 from envs.vector import VectorEnv
-from harness.config import RolloutConfig
+from harness.config_sections import RolloutConfig
 from harness.core import registry
 from harness.engine import rollout
 from harness.engine.credit import DETOUR_AUROC, FATAL_AUROC, credit_metrics, turn_values

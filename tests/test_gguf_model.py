@@ -15,7 +15,7 @@ import torch
 from envs.base import make_benchmark, parse_action
 from envs.gates.config import GatesConfig
 from envs.vector import VectorEnv
-from harness.config import RolloutConfig
+from harness.config_sections import RolloutConfig
 from harness.engine.rollout import collect
 from harness.policy.backends.hf import HFBackend
 from harness.policy.gguf import READY, converted_folder, file_sha256, gguf_path

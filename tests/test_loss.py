@@ -7,7 +7,7 @@ import pytest
 import torch
 from synthetic import batch_from_rows
 
-from harness.config import TrainConfig
+from harness.config_sections import TrainConfig
 from harness.core import registry
 from harness.core.batch import MissingColumnError
 from harness.core.loss import aggregate, kl_penalty, policy_loss, ppo_clip_loss

@@ -41,7 +41,7 @@ def tiny_config(**shape):
     # imported here: the vLLM test venv installs the project without its dependencies (harness.config pulls in
     # the benchmarks' packages); build_tiny_model only reads the tiny_* fields
     try:
-        from harness.config import ModelConfig
+        from harness.config_sections import ModelConfig
     except ImportError:
         from types import SimpleNamespace as ModelConfig
     return ModelConfig(dtype="float32", **{**SHAPE, **shape})

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 if TYPE_CHECKING:
-    from harness.config import TrainConfig
+    from harness.config_sections import TrainConfig
     from harness.core.batch import StepBatch
     from harness.core.registry import Method
 

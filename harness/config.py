@@ -28,7 +28,7 @@ from harness.config_sections import (
 )
 from harness.core.ranges import Checked
 from harness.core.typed import ConfigError, build_dataclass
-from harness.validation import check_config, read_yaml
+from harness.validation import check_config, merge_mappings, read_profile
 
 
 @dataclass
@@ -119,13 +119,6 @@ def parse_overrides(overrides: list[str]) -> dict:
     return nested
 
 
-def _merge(base: dict, extra: dict) -> dict:
-    out = dict(base)
-    for k, v in extra.items():
-        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
-    return out
-
-
 def _normalise_method(raw: dict) -> dict:
     """``method: sharpo`` or ``method: {name: sharpo, lam: 0.05}`` → MethodSection fields."""
     section = raw.get("method", {})
@@ -187,7 +180,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if not path.exists():
             profiles = ", ".join(sorted(p.stem for p in Path("config").glob("*.yaml"))) or "cpu, tiny, smoke, paper"
             raise ConfigError(f"config file {str(path)!r} does not exist; profiles live in config/ ({profiles})")
-        raw = read_yaml(path)
+        raw = read_profile(path)
     # `method=sharpo` names the method; its options come as `method.lam=0.2`, in any order
     overrides = [f"method.name={o.split('=', 1)[1]}" if o.startswith("method=") else o for o in overrides or []]
     extra = parse_overrides(overrides)
@@ -214,8 +207,8 @@ def _with_benchmark_settings(raw: dict, extra: dict) -> dict:
         build_dataclass(RunConfig, run_keys, f"per_benchmark.{name}")
         for bench in set(settings) & set(benchmarks):
             build_dataclass(BENCHMARKS.get(bench).Config, settings[bench], f"per_benchmark.{name}.{bench}")
-    benchmark = _merge(raw, extra).get("benchmark", RunConfig.benchmark)
-    return _merge(_merge(raw, dict(per_benchmark.get(benchmark) or {})), extra)
+    benchmark = merge_mappings(raw, extra).get("benchmark", RunConfig.benchmark)
+    return merge_mappings(merge_mappings(raw, dict(per_benchmark.get(benchmark) or {})), extra)
 
 
 def to_dict(cfg: RunConfig) -> dict:

@@ -41,3 +41,32 @@ def read_yaml(path: Path) -> dict:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of keys (key: value lines), got a {type(data).__name__}")
     return data
+
+
+def read_profile(path: Path, _seen: tuple[Path, ...] = ()) -> dict:
+    """A profile's settings: its YAML mapping over that of the profile it names in ``extends:`` (a name in the same
+    folder, or a path relative to it), recursively, so that a variant profile holds only what it changes. Nested
+    mappings merge key by key; a list or a value replaces the parent's."""
+    path = Path(path).resolve()
+    if path in _seen:
+        chain = " -> ".join(p.name for p in (*_seen, path))
+        raise ConfigError(f"{path}: `extends:` makes a cycle ({chain}); a profile may extend another only once")
+    raw = read_yaml(path)
+    parent = raw.pop("extends", None)
+    if parent is None:
+        return raw
+    if not isinstance(parent, str) or not parent:
+        raise ConfigError(f"{path}: `extends:` takes one profile name (e.g. `extends: cpu`), got {parent!r}")
+    parent_path = path.parent / (parent if parent.endswith((".yaml", ".yml")) else f"{parent}.yaml")
+    if not parent_path.exists():
+        raise ConfigError(f"{path}: `extends: {parent}` names no profile ({parent_path} does not exist)")
+    return merge_mappings(read_profile(parent_path, (*_seen, path)), raw)
+
+
+def merge_mappings(base: dict, extra: dict) -> dict:
+    """``base`` with ``extra`` laid over it: nested mappings merge key by key, anything else is replaced."""
+    out = dict(base)
+    for key, value in extra.items():
+        both = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = merge_mappings(out[key], value) if both else value
+    return out

@@ -4,18 +4,23 @@ A benchmark that labels its turns lets the engine score each method's final per-
 ``credit/fatal_auroc`` is how well −Ã picks out the fatal turn of a lost episode among its turns,
 ``credit/detour_auroc`` how well Ã ranks correct turns above harmless detours in won episodes. A method that gives
 every turn of an episode one value (GRPO) scores 0.5 exactly. A run's number is its mean over the training steps
-that had an eligible episode; the interval is a bootstrap over seeds (``paper_figures.bootstrap``).
+weighted by their eligible episodes; the interval is a bootstrap over seeds (``paper_figures.bootstrap``).
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from paper_figures import bootstrap, render
 
-CREDIT_METRICS = {"credit/fatal_auroc": "fatal-turn AUROC", "credit/detour_auroc": "detour AUROC"}
+# metric logged per step -> (episodes it averages over, display name)
+CREDIT_METRICS = {"credit/fatal_auroc": ("credit/fatal_episodes", "fatal-turn AUROC"),
+                  "credit/detour_auroc": ("credit/detour_episodes", "detour AUROC")}
 CAPTION = ("Credit against ground truth: AUROC of the method's per-turn advantage for the fatal turn of lost episodes "
            "and for correct turns over detours in won ones (0.5 = one value for every turn of an episode, as GRPO); "
-           "a run's mean over training steps, mean over seeds with a 95% interval from a bootstrap over seeds")
+           "a run's mean over the eligible episodes of its training steps, mean over seeds with a 95% interval from "
+           "a bootstrap over seeds")
+RUN_KEYS = ["benchmark", "method", "seed"]
 
 
 def present(metrics: pd.DataFrame) -> list[str]:
@@ -23,9 +28,20 @@ def present(metrics: pd.DataFrame) -> list[str]:
 
 
 def run_credit(metrics: pd.DataFrame) -> pd.DataFrame:
-    """One row per run: the mean over steps of each credit metric (NaN steps, with no eligible episode, skipped)."""
-    columns = present(metrics)
-    return metrics.groupby(["benchmark", "method", "seed"], sort=False)[columns].mean().reset_index()
+    """One row per run: each credit metric averaged over the eligible episodes of all its training steps (a step's
+    mean weighted by its episode count; a log without counts weighs each step with a score once). NaN: no eligible
+    episode in the run."""
+    out = metrics[RUN_KEYS].drop_duplicates().reset_index(drop=True)
+    for metric, (episodes, _) in CREDIT_METRICS.items():
+        if metric not in metrics.columns:
+            out[metric] = np.nan
+            continue
+        weight = metrics[episodes].fillna(0.0) if episodes in metrics.columns else metrics[metric].notna() * 1.0
+        frame = metrics[RUN_KEYS].assign(weighted=metrics[metric].fillna(0.0) * weight, weight=weight)
+        sums = frame.groupby(RUN_KEYS, as_index=False, sort=False)[["weighted", "weight"]].sum()
+        sums[metric] = (sums["weighted"] / sums["weight"]).where(sums["weight"] > 0)
+        out = out.merge(sums[[*RUN_KEYS, metric]], on=RUN_KEYS, how="left")
+    return out
 
 
 def credit_table(results, methods: list[str], benchmark: str, reps: int = 2000, seed: int = 0):
@@ -46,7 +62,7 @@ def credit_table(results, methods: list[str], benchmark: str, reps: int = 2000, 
                                                        (0.0, 1.0))
             name = column.removeprefix("credit/")
             row.update({name: point, f"{name}_low": low, f"{name}_high": high})
-            line[CREDIT_METRICS[column]] = render.fmt_interval(point, low, high, digits=3, scale=1.0)
+            line[CREDIT_METRICS[column][1]] = render.fmt_interval(point, low, high, digits=3, scale=1.0)
         line["Seeds"] = row["n_seeds"]
         tidy.append(row)
         display.append(line)

@@ -105,13 +105,13 @@ def load_grid(profile: str, config_dir: str | Path = "config") -> Grid:
     from harness.config import RunConfig, method_label
     from harness.config_sections import GridConfig
     from harness.core.typed import ConfigError, build_dataclass
-    from harness.validation import read_yaml
+    from harness.validation import read_profile
 
     path = profile_path(profile, config_dir)
     if not path.exists():
         choices = sorted(p.stem for p in Path(config_dir).glob("*.yaml"))
         raise ConfigError(f"profile {profile!r}: {path} does not exist; profiles in {config_dir}/: {choices}")
-    raw = read_yaml(path)
+    raw = read_profile(path)
     try:
         grid = build_dataclass(GridConfig, raw.get("grid") or {}, where="grid")
     except ConfigError as err:

@@ -19,14 +19,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from paper_figures import plots, render, stats
+from paper_figures import credit, plots, render, stats
 from paper_figures.grid import Grid, load_grid, split_setting_label
 from paper_figures.load import Results, load_runs
 
-# (column, metric logged per step, episodes it averages over, panel title, scale to display)
-SCORES = (("success", None, None, "final eval success %", 100.0),
-          ("fatal_auroc", "credit/fatal_auroc", "credit/fatal_episodes", "fatal-turn AUROC (lost episodes)", 1.0),
-          ("detour_auroc", "credit/detour_auroc", "credit/detour_episodes", "correct-vs-detour AUROC (won)", 1.0))
+# (column, metric logged per step, panel title, scale to display)
+SCORES = (("success", None, "final eval success %", 100.0),
+          ("fatal_auroc", "credit/fatal_auroc", "fatal-turn AUROC (lost episodes)", 1.0),
+          ("detour_auroc", "credit/detour_auroc", "correct-vs-detour AUROC (won)", 1.0))
 COLUMNS = ["benchmark", "method", "setting", "x", "seed", *(s[0] for s in SCORES)]
 
 
@@ -44,31 +44,14 @@ def sweep_axis(grid: Grid) -> tuple[str, dict[str, object]]:
     return "setting", {tag: tag for tag in tags}
 
 
-def run_credit(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Per run: each credit score averaged over the eligible episodes of all its training steps (NaN: none)."""
-    keys = ["benchmark", "method", "seed"]
-    out = metrics[keys].drop_duplicates().reset_index(drop=True)
-    for column, metric, episodes, _, _ in SCORES[1:]:
-        if metric not in metrics.columns:
-            out[column] = np.nan
-            continue
-        frame = metrics[keys].copy()
-        weight = metrics[episodes].fillna(0.0) if episodes in metrics.columns else metrics[metric].notna() * 1.0
-        frame["weighted"] = metrics[metric].fillna(0.0) * weight
-        frame["weight"] = weight
-        sums = frame.groupby(keys, as_index=False)[["weighted", "weight"]].sum()
-        sums[column] = (sums["weighted"] / sums["weight"]).where(sums["weight"] > 0)
-        out = out.merge(sums[[*keys, column]], on=keys, how="left")
-    return out
-
-
 def sweep_frame(results: Results, grid: Grid) -> tuple[pd.DataFrame, str]:
     """(one row per finished run of the sweep: its method without the setting, setting tag, x value, seed, final
     success and credit scores; the axis name)."""
     axis_name, x_of = sweep_axis(grid)
     runs = results.runs[["benchmark", "method", "seed", "success"]].copy()
     if not results.metrics.empty:
-        runs = runs.merge(run_credit(results.metrics), on=["benchmark", "method", "seed"], how="left")
+        per_run = credit.run_credit(results.metrics).rename(columns={m: c for c, m, *_ in SCORES[1:]})
+        runs = runs.merge(per_run, on=credit.RUN_KEYS, how="left")
     split = runs["method"].map(split_setting_label)
     runs["setting"] = split.map(lambda pair: pair[1])
     runs["method"] = split.map(lambda pair: pair[0])
@@ -94,7 +77,7 @@ def sweep_table(frame: pd.DataFrame, methods: list[str], axis: str) -> tuple[pd.
     tidy, display = [], []
     for (bench, method, x), cell in ordered(frame, methods).groupby(["benchmark", "method", "x"], sort=False):
         row = {"benchmark": render.benchmark_name(bench), "method": render.method_name(method), "x": x}
-        for column, _, _, _, scale in SCORES:
+        for column, _, _, scale in SCORES:
             mean, half, n = stats.mean_ci(cell[column].to_numpy(dtype=float))
             tidy.append({"benchmark": bench, "method": method, "x": x, "score": column, "mean": mean, "half": half,
                          "n": n})
@@ -122,7 +105,7 @@ def sweep_figure(frame: pd.DataFrame, methods: list[str], axis: str, out_dir: Pa
                                    squeeze=False)
     for row, bench in enumerate(benchmarks):
         of_bench = frame[frame["benchmark"] == bench]
-        for col, (column, _, _, title, scale) in enumerate(SCORES):
+        for col, (column, _, title, scale) in enumerate(SCORES):
             ax = axes[row, col]
             band = plots.seed_band(of_bench.dropna(subset=[column]), "x", column)
             for index, method in enumerate(methods):

@@ -154,3 +154,26 @@ def test_think_and_the_step_limit_have_one_key_each():
         config_from_dict({"benchmark": "alfworld", "alfworld": {"think": True}})
     with pytest.raises(ConfigError, match=r"rollout: unknown key\(s\) \['max_env_steps'\]"):
         config_from_dict({"rollout": {"max_env_steps": 5}})
+
+
+def test_profile_extends_another_and_overrides_only_what_it_names(tmp_path):
+    (tmp_path / "base.yaml").write_text("seed: 3\ntrain:\n  steps: 7\n  lr: 1.0e-4\ngrid:\n  seeds: [0, 1, 2]\n")
+    (tmp_path / "child.yaml").write_text("extends: base\ntrain:\n  steps: 2\ngrid:\n  seeds: [5]\n")
+    cfg = load_config(tmp_path / "child.yaml")
+    assert (cfg.seed, cfg.train.steps, cfg.train.lr, cfg.grid.seeds) == (3, 2, 1.0e-4, [5])
+
+
+def test_profile_extends_cycle_or_missing_parent_is_a_config_error(tmp_path):
+    (tmp_path / "a.yaml").write_text("extends: b\n")
+    (tmp_path / "b.yaml").write_text("extends: a\n")
+    with pytest.raises(ConfigError, match="cycle"):
+        load_config(tmp_path / "a.yaml")
+    (tmp_path / "c.yaml").write_text("extends: nowhere\n")
+    with pytest.raises(ConfigError, match="names no profile"):
+        load_config(tmp_path / "c.yaml")
+
+
+def test_sweep_profile_is_the_cpu_profile_but_for_its_grid():
+    cpu, sweep = load_config("config/cpu.yaml"), load_config("config/sweep.yaml")
+    assert (sweep.model, sweep.rollout, sweep.train) == (cpu.model, cpu.rollout, cpu.train)
+    assert sweep.benchmark_config == cpu.benchmark_config

@@ -49,17 +49,18 @@ def demonstrations(benchmark: Benchmark, tasks, rollout_cfg, max_steps: int) -> 
 
 
 def tiny_model_dir(cfg) -> Path:
-    """Cache key: model shape, warm-start settings, prompt settings, benchmark options and profile.
+    """Cache key: model shape, warm-start settings, prompt settings and benchmark options.
 
     Not the run seed: every seed of a grid starts from the same warm-started policy (as every seed of the paper
-    starts from the same Qwen checkpoint), so seed-to-seed spread measures RL, not the warm start."""
+    starts from the same Qwen checkpoint), so seed-to-seed spread measures RL, not the warm start. Not the profile's
+    name either: profiles with the same settings share one warm start (the sweep's horizon-8 cell starts where the
+    cpu grid does)."""
     key = {
         "model": {k: v for k, v in dataclasses.asdict(cfg.model).items() if k not in NOT_IN_TINY_KEY},
         "think": cfg.rollout.think,
         "history_length": cfg.rollout.history_length,
         "benchmark": cfg.benchmark,
         "benchmark_options": dataclasses.asdict(cfg.benchmark_config),
-        "profile": cfg.profile,
     }
     if cfg.model.warm_start_context_share > 0:  # the context texts are demonstrated: a changed header rebuilds
         from envs.base import BENCHMARKS

@@ -240,6 +240,15 @@ ask for it."""
             env.close()
         return TextBounds(max(actions, key=len), max(observations, key=len))
 
+    @classmethod
+    def skill_for(cls, task_type: str) -> str:
+        """The ``skills`` teacher context's hint for a task type (the table's ``"default"`` where it has none).
+
+        A hint is one short procedural rule per task type, the kind a skill library distils from won episodes.
+        It never holds a task's answer (an object's place, a product id, a door's colour), so the teacher knows
+        more than the student without being handed the solution."""
+        return cls.skills.get(task_type) or cls.skills.get("default", "")
+
     def task_description(self, task: Task, first_observation: Observation) -> str:
         """The task text shown in every prompt (defaults to the first observation)."""
         return first_observation.text

@@ -56,7 +56,7 @@ def test_display_name_and_order_are_declared(name):
 def test_declarations_are_consistent(name):
     cls = registry.get(name)
     assert set(cls.requires) <= set(COLUMNS), name
-    assert cls.teacher in registry.TEACHER_CONTEXTS + (None,)
+    assert cls.teacher is None or cls.teacher in registry.TEACHER_CONTEXTS
     if cls.keeps_sign:
         assert cls.grpo_limit is not None, f"{name} keeps sign(A): declare grpo_limit, the options where it is GRPO"
     for options in (cls.grpo_limit or {}, cls.stress_options):

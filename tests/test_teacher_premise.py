@@ -12,7 +12,7 @@ from envs.base import make_benchmark
 from harness.config import load_config
 from harness.core import registry
 from harness.core.typed import ConfigError
-from harness.engine.teacher import CONTEXTS, PremiseMonitor, premise_metrics
+from harness.engine.teacher import PremiseMonitor, premise_metrics
 from harness.engine.teacher_budget import check_teacher_budget, context_tokens_needed, worst_case_context
 from tests.profiles import CONFIG_DIR
 
@@ -30,7 +30,7 @@ def _runs(profile: str):
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_shipped_profile_fits_its_teacher_contexts(profile):
     """At one token a byte (an upper bound for byte-level BPE): no teacher row of a shipped profile is cut."""
-    assert set(TEACHERS) == set(CONTEXTS)
+    assert TEACHERS == registry.TEACHER_CONTEXTS.available()
     for cfg, benchmark in _runs(profile):
         for teacher in TEACHERS:
             needed = check_teacher_budget(cfg, benchmark, teacher)  # raises when it does not fit

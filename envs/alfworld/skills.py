@@ -1,5 +1,5 @@
 """ALFWorld's hints for the ``skills`` teacher context, per task type (what a hint may say: \
-harness/engine/skills.py)."""
+envs/base.py, Benchmark.skill_for)."""
 
 SKILLS = {
     "pick_and_place": "Find the object by opening receptacles one at a time, take it, go to the target "

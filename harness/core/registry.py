@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 from torch import Tensor
 
@@ -22,8 +22,15 @@ from harness.core.plugins import Registry, UnknownPluginError
 from harness.core.ranges import Checked
 from harness.core.typed import build_dataclass
 
-# Privileged contexts the engine knows how to build (harness/engine/teacher.py); a method names one or None.
-TEACHER_CONTEXTS = ("skills", "successful_sibling", "hindsight")
+
+
+def _import_teacher_contexts(name: str | None) -> None:
+    importlib.import_module("harness.engine.teacher")  # its @TEACHER_CONTEXTS.register decorators run
+
+
+# Privileged contexts the engine can build: name -> builder(trajectories, benchmark) -> one context (or None) per
+# row. harness/engine/teacher.py registers its three; a method's ``teacher`` names one, or None for no teacher.
+TEACHER_CONTEXTS: Registry[Callable] = Registry("teacher context", discover=_import_teacher_contexts)
 
 
 class Method:
@@ -68,7 +75,8 @@ class UnknownMethodError(UnknownPluginError):
 
 def _check_method(name: str, cls: type[Method]) -> None:
     if cls.teacher is not None and cls.teacher not in TEACHER_CONTEXTS:
-        raise ValueError(f"method {name!r}: teacher={cls.teacher!r} is not one of {TEACHER_CONTEXTS} or None")
+        raise ValueError(f"method {name!r}: teacher={cls.teacher!r} is not one of "
+                         f"{TEACHER_CONTEXTS.available()} or None")
     if not (dataclasses.is_dataclass(cls.Config) and issubclass(cls.Config, Checked)):
         raise TypeError(f"method {name!r}: Config must be a dataclass deriving from harness.core.ranges.Checked "
                         f"(its ranges are checked when it is built), got {cls.Config!r}")

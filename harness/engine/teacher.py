@@ -25,10 +25,11 @@ from typing import Callable, Sequence
 import torch
 from torch import Tensor
 
+from envs.base import BENCHMARKS
 from harness.core.batch import StepBatch
+from harness.core.registry import TEACHER_CONTEXTS
 from harness.engine import distributed
 from harness.engine.rollout import Trajectory
-from harness.engine.skills import skill_for
 from harness.policy.logprobs import pad_left, response_logprobs
 from harness.policy.models import chat_prompt_ids
 from harness.policy.precision import Precision
@@ -53,11 +54,13 @@ def _sibling_actions(trajs: Sequence[Trajectory]) -> dict[int, str | None]:
     return chosen
 
 
+@TEACHER_CONTEXTS.register("skills")
 def skills_contexts(trajs: Sequence[Trajectory], benchmark: str) -> list[str | None]:
-    return [f"{SKILLS_HEADER}{skill_for(benchmark, traj.task.task_type)}\n\n"
-            for traj in trajs for _ in traj.turns]
+    skill_for = BENCHMARKS.get(benchmark).skill_for
+    return [f"{SKILLS_HEADER}{skill_for(traj.task.task_type)}\n\n" for traj in trajs for _ in traj.turns]
 
 
+@TEACHER_CONTEXTS.register("successful_sibling")
 def sibling_contexts(trajs: Sequence[Trajectory], benchmark: str) -> list[str | None]:
     actions = _sibling_actions(trajs)
     out: list[str | None] = []
@@ -67,6 +70,7 @@ def sibling_contexts(trajs: Sequence[Trajectory], benchmark: str) -> list[str | 
     return out
 
 
+@TEACHER_CONTEXTS.register("hindsight")
 def hindsight_contexts(trajs: Sequence[Trajectory], benchmark: str) -> list[str | None]:
     actions = _sibling_actions(trajs)
     out: list[str | None] = []
@@ -77,11 +81,6 @@ def hindsight_contexts(trajs: Sequence[Trajectory], benchmark: str) -> list[str 
     return out
 
 
-CONTEXTS: dict[str, Callable[[Sequence[Trajectory], str], list[str | None]]] = {
-    "skills": skills_contexts,
-    "successful_sibling": sibling_contexts,
-    "hindsight": hindsight_contexts,
-}
 
 
 def premise_metrics(teacher_logp: Tensor, old_logp: Tensor, response_mask: Tensor, available: Tensor,
@@ -153,9 +152,7 @@ class TeacherScorer:
     def score(self, batch: StepBatch, trajs: Sequence[Trajectory], context: str,
               builder: Callable | None = None) -> tuple[StepBatch, dict[str, float]]:
         """The batch with ``teacher_logp`` and ``teacher_available``, and the ``teacher/*`` premise metrics."""
-        if context not in CONTEXTS and builder is None:
-            raise KeyError(f"unknown teacher context {context!r}; known: {sorted(CONTEXTS)}")
-        contexts = (builder or CONTEXTS[context])(trajs, self.benchmark)
+        contexts = (builder or TEACHER_CONTEXTS.get(context))(trajs, self.benchmark)
         prompts = [turn.prompt for traj in trajs for turn in traj.turns]
         available = torch.tensor([c is not None for c in contexts], dtype=torch.bool)
         teacher_logp = batch.old_logp.clone() if "old_logp" in batch else torch.zeros(batch.response_ids.shape)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from envs.base import Benchmark, Task
 from harness.core.typed import ConfigError
 from harness.engine.rollout import Trajectory, Turn
-from harness.engine.teacher import CONTEXTS
+from harness.core.registry import TEACHER_CONTEXTS
 
 BOUNDARY_TOKENS = 2  # the context's last token may merge with the prompt's first: counted apart, allow for it
 
@@ -32,7 +32,7 @@ def worst_case_context(benchmark: Benchmark, teacher: str) -> str:
 
     types = list(benchmark.task_types) or ["default"]
     trajs = [trajectory(i, task_type, steps) for i, task_type in enumerate(types + types[:1])]  # >= 2 winners
-    return max((c for c in CONTEXTS[teacher](trajs, benchmark.name) if c is not None), key=len, default="")
+    return max((c for c in TEACHER_CONTEXTS.get(teacher)(trajs, benchmark.name) if c is not None), key=len, default="")
 
 
 def count_tokens(text: str, tokenizer=None) -> tuple[int, str]:

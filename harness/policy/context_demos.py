@@ -78,7 +78,7 @@ def context_for(kind: str, benchmark: Benchmark, reference: Episode, turn_index:
     """The ``kind`` context the teacher pass would give a row at ``turn_index`` of a rollout of ``reference``'s
     task whose own action led to ``next_observation``, with ``reference`` as the group's successful sibling."""
     from harness.engine.rollout import Trajectory, Turn
-    from harness.engine.teacher import CONTEXTS
+    from harness.core.registry import TEACHER_CONTEXTS
 
     def as_turn(turn: DemoTurn, next_obs: str) -> Turn:
         return Turn(turn.prompt, [], [], [], "", turn.action, True, turn.observation, next_obs, 0.0)
@@ -86,7 +86,7 @@ def context_for(kind: str, benchmark: Benchmark, reference: Episode, turn_index:
     ref = Trajectory(reference.task, 0, 0, turns=[as_turn(t, t.next_observation) for t in reference.turns], won=True)
     own_turn = reference.turns[turn_index]
     own = Trajectory(reference.task, 0, 1, turns=[as_turn(own_turn, next_observation or own_turn.next_observation)])
-    return CONTEXTS[kind]([ref, own], benchmark.name)[-1]
+    return TEACHER_CONTEXTS.get(kind)([ref, own], benchmark.name)[-1]
 
 
 def context_demonstrations(benchmark: Benchmark, tasks, rollout_cfg, max_steps: int, share: float,
@@ -94,13 +94,13 @@ def context_demonstrations(benchmark: Benchmark, tasks, rollout_cfg, max_steps: 
     """(context + prompt, response) pairs on the demonstrator's turns of its won episodes: every turn where its
     plain demonstration teaches more than one response (the context is what decides there), and a ``share`` of
     the others; each chosen turn gets one context, the kinds in turn."""
-    from harness.engine.teacher import CONTEXTS
+    from harness.core.registry import TEACHER_CONTEXTS
     from harness.policy.models import format_response
 
     if share <= 0:
         return []
     rng = random.Random(seed)
-    kinds = sorted(CONTEXTS)
+    kinds = TEACHER_CONTEXTS.available()
     env, scratch = benchmark.make_env(), benchmark.make_env()
     pairs: list[tuple[str, str]] = []
     try:
@@ -161,12 +161,12 @@ def probe(model, tokenizer, benchmark: Benchmark, tasks, rollout_cfg, max_steps:
     """P(the right action) at every pivot of the expert's episodes on ``tasks``: for the student (plain prompt)
     and for the teacher under each context, the expert's own episode as the successful sibling. Hindsight is
     scored once per admissible action as the row's own action (the observation it led to), and averaged."""
-    from harness.engine.teacher import CONTEXTS
+    from harness.core.registry import TEACHER_CONTEXTS
 
     env, scratch = benchmark.make_env(), benchmark.make_env()
     plain = rollout_cfg.max_prompt_tokens
     longer = plain + rollout_cfg.teacher_context_tokens
-    out: dict[str, list[float]] = {"student": [], **{kind: [] for kind in sorted(CONTEXTS)}}
+    out: dict[str, list[float]] = {"student": [], **{kind: [] for kind in TEACHER_CONTEXTS.available()}}
     try:
         for task in tasks:
             episode = play(benchmark, env, task, rollout_cfg, max_steps, expert=benchmark.expert(task))
@@ -181,7 +181,7 @@ def probe(model, tokenizer, benchmark: Benchmark, tasks, rollout_cfg, max_steps:
                                                 rollout_cfg.think, limit)[right]
 
                 out["student"].append(p_right("", plain))
-                for kind in sorted(CONTEXTS):
+                for kind in TEACHER_CONTEXTS.available():
                     if kind != "hindsight":
                         out[kind].append(p_right(context_for(kind, benchmark, episode, index), longer))
                         continue

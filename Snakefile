@@ -38,8 +38,8 @@ import sys
 sys.path.insert(0, workflow.basedir)  # harness and paper_figures from this checkout, wherever snakemake runs
 
 from harness.gpu_slots import job_threads, train_command, wrapper_prefix  # noqa: E402
-from paper_figures.grid import load_grid  # noqa: E402
-from paper_figures.identity import grid_identities  # noqa: E402
+from harness.grid.runs import load_grid  # noqa: E402
+from harness.grid.identity import grid_identities  # noqa: E402
 
 PROFILE = str(config.get("profile", "cpu"))
 CONFIG_DIR = str(config.get("config_dir", "config"))

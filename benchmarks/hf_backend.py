@@ -22,7 +22,8 @@ from tiny_corpus import OBJECTS, VERBS, prompt  # noqa: E402
 from harness.config_sections import ModelConfig  # noqa: E402
 from harness.policy.backends.hf import HFBackend  # noqa: E402
 from harness.policy.logprobs import pad_left, pad_right, response_logprobs  # noqa: E402
-from harness.policy.models import build_tiny_model, load_policy  # noqa: E402
+from harness.policy.models import load_policy  # noqa: E402
+from harness.policy.tiny_model import build_tiny_model  # noqa: E402
 
 
 def pseudo_words(rng: random.Random, n: int) -> str:

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness.config import load_config  # noqa: E402
 from harness.core import registry  # noqa: E402
-from paper_figures.grid import FROZEN  # noqa: E402
+from harness.grid.runs import FROZEN  # noqa: E402
 
 
 def run_one(args, seed: int, method: str, runs: Path) -> None:

@@ -31,7 +31,7 @@ CORPUS = [f"take {o} from {p}" for o in ("mug", "apple", "key", "book") for p in
 def build(folder: Path, hidden: int, layers: int) -> int:
     """The model folder; returns its parameter count."""
     from harness.config_sections import ModelConfig
-    from harness.policy.models import build_tiny_model
+    from harness.policy.tiny_model import build_tiny_model
 
     cfg = ModelConfig(tiny_hidden=hidden, tiny_layers=layers, tiny_heads=max(2, hidden // 128), tiny_vocab=300)
     build_tiny_model(cfg, CORPUS, folder, seed=0)

@@ -17,7 +17,7 @@ class ModelConfig(Checked):
     section = "model"
 
     source: str = field(default="tiny", metadata={"help": (
-        '"tiny" = the offline Qwen2-architecture model built by harness.policy.models; a local checkpoint folder '
+        '"tiny" = the offline Qwen2-architecture model built by harness.policy.tiny_model; a local checkpoint folder '
         "(e.g. a downloaded Qwen2.5-7B-Instruct); or a GGUF file (a .gguf path, or package:<python package>/<file>"
         ".gguf), converted once into a folder under model.cache_dir. Hub ids are not fetched at run time.")})
     dtype: Literal["float32", "bfloat16", "float16"] = field(default="bfloat16", metadata={
@@ -231,7 +231,7 @@ class GridConfig(Checked):
     compute_matched: bool = field(default=False, metadata={
         "help": "add a GRPO arm per benchmark and seed, labelled `grpo_compute_matched`, with more rollouts per group "
                 "(and, only if that cannot come within 5%, more steps) so that its counted compute equals the grid's "
-                "costliest method's (paper_figures/compute_match.py)"})
+                "costliest method's (harness/grid/compute_match.py)"})
     settings: list[dict] = field(default_factory=list, metadata={
         "help": "config settings the grid sweeps, each a mapping {dotted key: value} (e.g. {gates.horizon: 8}): "
                 "every method and seed runs once per setting, in its own folder, labelled <method>@<key><value> "

@@ -109,7 +109,7 @@ def model_config(cfg):
     from transformers import AutoConfig
 
     if cfg.model.source == "tiny":
-        from harness.policy.models import tiny_config
+        from harness.policy.tiny_model import tiny_config
 
         return tiny_config(cfg.model, vocab_size=cfg.model.tiny_vocab), (
             f"the tiny model's shape (model.tiny_*; vocabulary at most model.tiny_vocab={cfg.model.tiny_vocab})")

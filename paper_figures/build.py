@@ -15,7 +15,7 @@ def expected_runs(profile: str | None, config_dir: str | Path = "config") -> tup
     """(benchmark, method, seed) of every run in the profile's grid, and the grid's method order."""
     if profile is None:
         return pd.DataFrame(columns=["benchmark", "method", "seed"]), None
-    from paper_figures.grid import load_grid
+    from harness.grid.runs import load_grid
 
     grid = load_grid(profile, config_dir)
     frame = pd.DataFrame([{"benchmark": r.benchmark, "method": r.label, "seed": r.seed} for r in grid.runs])
@@ -26,7 +26,7 @@ def drop_stale(results: Results, profile: str | None, config_dir, tables_dir: Pa
     """With a profile: leave out (and list in tables/stale_runs.csv) the runs made under another protocol."""
     if profile is None:
         return results, []
-    from paper_figures.identity import expected_records, find_stale, warn_stale
+    from harness.grid.identity import expected_records, find_stale, warn_stale
 
     stale = find_stale(results.runs, expected_records(profile, config_dir))
     warn_stale(stale)
@@ -55,6 +55,9 @@ def write_tables(results: Results, ctx: tables.Context, tables_dir: Path) -> tup
            "Success % of the final evaluation, mean ± 95% CI (Student t) over seeds; paper = arXiv 2610.00838")
     _write(out, control.control_table(results, ctx), tables_dir, "gain_over_frozen",
            "Final success minus the frozen (lr 0) control's, paired by seed: mean ± 95% CI (Student t) over seeds")
+    _write(out, control.control_table(results, ctx, control=ctx.baseline), tables_dir, f"gain_over_{ctx.baseline}",
+           f"Final success minus {render.method_name(ctx.baseline)}'s, paired by seed (same warm start, eval tasks "
+           "and sampling seeds): mean ± 95% CI (Student t) over seeds")
     for bench in benchmarks:
         episodes = results.final_episodes[results.final_episodes["benchmark"] == bench]
         if episodes["task_type"].nunique() > 1:

@@ -62,7 +62,10 @@ def credit_table(results, methods: list[str], benchmark: str, reps: int = 2000, 
                                                        (0.0, 1.0))
             name = column.removeprefix("credit/")
             row.update({name: point, f"{name}_low": low, f"{name}_high": high})
-            line[CREDIT_METRICS[column][1]] = render.fmt_interval(point, low, high, digits=3, scale=1.0)
+            cell = render.fmt_interval(point, low, high, digits=3, scale=1.0)
+            # a run without an eligible episode (no detour in any won episode) has no score: count who has one
+            line[CREDIT_METRICS[column][1]] = render.fmt_seeds(cell, int(of_method[column].notna().sum()),
+                                                               len(of_method))
         line["Seeds"] = row["n_seeds"]
         tidy.append(row)
         display.append(line)

@@ -16,6 +16,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from paper_figures import render, stats  # noqa: E402
+from paper_figures.credit import CREDIT_METRICS  # noqa: E402
 
 DIAGNOSTIC_EXTRAS = ("logp_gap", "degenerate_group_frac")
 
@@ -156,8 +157,9 @@ def with_informativeness(metrics: pd.DataFrame) -> pd.DataFrame:
 
 
 def panel_grid(metrics: pd.DataFrame, columns: list[str], methods: list[str], title: str, out_dir: Path, name: str,
-               ncols: int = 3) -> list[Path]:
-    """One panel per metric column against the training step: mean over seeds with its 95% t band."""
+               ncols: int = 3, notes: dict[str, str] | None = None) -> list[Path]:
+    """One panel per metric column against the training step: mean over seeds with its 95% t band; ``notes``
+    puts a line of text in a column's panel (how much data it rests on)."""
     colors = palette(methods)
     ncols = min(ncols, len(columns))
     nrows = math.ceil(len(columns) / ncols)
@@ -171,6 +173,8 @@ def panel_grid(metrics: pd.DataFrame, columns: list[str], methods: list[str], ti
         if column == INFORMATIVENESS or column.endswith("auroc"):
             ax.axhline(0.5 if column.endswith("auroc") else 0.0, color="grey", ls="--", lw=1)
         ax.set(title=PANEL_TITLES.get(column, column.removeprefix("method/")), xlabel="training step")
+        if (notes or {}).get(column):
+            ax.text(0.02, 0.04, notes[column], transform=ax.transAxes, fontsize="small", color="0.3")
     for ax in axes.ravel()[len(columns):]:
         ax.set_visible(False)
     fig.suptitle(title, fontsize="large")
@@ -193,7 +197,9 @@ def credit(results, methods: list[str], benchmark: str, columns: list[str], out_
     """Credit AUROC against the training step per method (0.5: one value for every turn of an episode)."""
     metrics = results.metrics[results.metrics["benchmark"] == benchmark]
     title = f"{render.benchmark_name(benchmark)}: credit against ground truth"
-    return panel_grid(metrics, columns, methods, title, out_dir, f"credit_{benchmark}", ncols=2)
+    notes = {column: f"{int(metrics[episodes].sum())} eligible episodes over all runs and steps"
+             for column, (episodes, _) in CREDIT_METRICS.items() if column in columns and episodes in metrics}
+    return panel_grid(metrics, columns, methods, title, out_dir, f"credit_{benchmark}", ncols=2, notes=notes)
 
 
 def rliable_intervals(tidy: pd.DataFrame, methods: list[str], benchmark: str, baseline: str, out_dir: Path):

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from paper_figures.grid import CONTROL_ARMS
+from harness.grid.runs import CONTROL_ARMS
 
 MISSING = "—"
 BENCHMARK_NAMES = {"alfworld": "ALFWorld", "webshop": "WebShop", "gates": "Gates"}
@@ -34,7 +34,7 @@ def _display(name: str) -> tuple[str, int]:
     """(display name, table order) of a registry name or a grid arm; an unknown name shows as itself, last.
 
     Methods declare both on their class (``Method.display_name``, ``Method.display_order``), so a new method needs
-    no edit here; the grid's control arms (frozen, compute-matched GRPO) are named in paper_figures/grid.py."""
+    no edit here; the grid's control arms (frozen, compute-matched GRPO) are named in harness/grid/runs.py."""
     if name in CONTROL_ARMS:
         return CONTROL_ARMS[name]
     try:
@@ -70,7 +70,10 @@ def split_label(label: str) -> list[tuple[str, str]]:
 
 
 def method_name(label: str) -> str:
-    """Display name: ``sharpo-lam0.2`` → ``SHARPO (λ=0.2)``."""
+    """Display name: ``sharpo-lam0.2`` → ``SHARPO (λ=0.2)``; a sweep's ``grpo@horizon8`` → ``GRPO @ horizon8``."""
+    label, _, setting = label.partition("@")
+    if setting:
+        return f"{method_name(label)} @ {setting}"
     name = display_name(base_method(label))
     options = split_label(label)
     if not options:
@@ -117,6 +120,8 @@ def fmt_interval(point, low, high, digits: int = 1, scale: float = 100.0) -> str
     """``84.9 [80.1, 88.0]``."""
     if is_missing(point):
         return MISSING
+    if is_missing(low) or is_missing(high):  # one value: no interval to show
+        return f"{point * scale:.{digits}f} [no interval]"
     return f"{point * scale:.{digits}f} [{low * scale:.{digits}f}, {high * scale:.{digits}f}]"
 
 

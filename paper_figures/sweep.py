@@ -1,7 +1,7 @@
 """The sweep figure and table: final success and the credit scores against a grid setting (``grid.settings``).
 
 A profile whose grid sweeps a setting (config/sweep.yaml: ``gates.horizon`` 4 / 8 / 16) runs every method and
-seed once per setting, in a folder labelled ``<method>@<setting>`` (paper_figures.grid). Per run this module reads
+seed once per setting, in a folder labelled ``<method>@<setting>`` (harness.grid.runs). Per run this module reads
 the final eval success and the credit scores the engine logged at every training step (harness/engine/credit.py,
 docs/credit.md): a run's score is the AUROC averaged over every eligible episode of its training steps (each
 step's mean weighted by its ``credit/*_episodes``). Per method and setting it draws the mean over seeds with the
@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness.grid.runs import Grid, load_grid, split_setting_label
 from paper_figures import credit, plots, render, stats
-from paper_figures.grid import Grid, load_grid, split_setting_label
 from paper_figures.load import Results, load_runs
 
 # (column, metric logged per step, panel title, scale to display)
@@ -108,6 +108,12 @@ def sweep_figure(frame: pd.DataFrame, methods: list[str], axis: str, out_dir: Pa
         for col, (column, _, title, scale) in enumerate(SCORES):
             ax = axes[row, col]
             band = plots.seed_band(of_bench.dropna(subset=[column]), "x", column)
+            ax.set(title=f"{render.benchmark_name(bench)}: {title}", xlabel=axis)
+            if band.empty:  # e.g. no won episode of any run took a detour: say so rather than draw empty axes
+                ax.text(0.5, 0.5, "no run had an eligible episode", ha="center", va="center",
+                        transform=ax.transAxes, color="0.4")
+                ax.set_xticks([])
+                continue
             for index, method in enumerate(methods):
                 line = band[band["method"] == method].sort_values("x", key=lambda s: s.map(_sortable))
                 if line.empty:
@@ -126,7 +132,6 @@ def sweep_figure(frame: pd.DataFrame, methods: list[str], axis: str, out_dir: Pa
                 ax.set_xticks(sorted(positions), [str(x) for x in sorted(positions)])
             else:
                 ax.set_xticks(list(positions.values()), list(positions))
-            ax.set(title=f"{render.benchmark_name(bench)}: {title}", xlabel=axis)
     handles, labels = axes[0, 0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 5) or 1, frameon=False)
     fig.tight_layout(rect=(0, 0.1 / len(benchmarks), 1, 1))

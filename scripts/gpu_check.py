@@ -12,7 +12,7 @@ Models, tokenizers and runs (a 7B folder is 15 GB, its checkpoint more) are writ
 and removed after each case; only gpu_check.json goes to $OUT. Time: an estimate from its parts, not measured.
 
 Everything is built here: a byte-level BPE tokenizer trained on the Gates benchmark's own prompts (as
-harness/policy/models.py builds the tiny one; the models keep their real vocabulary size, so sampled ids beyond the
+harness/policy/tiny_model.py builds the tiny one; the models keep their real vocabulary size, so sampled ids beyond the
 tokenizer's decode to nothing, and the action is invalid), a model with random weights saved to a local folder,
 then ``python -m harness train --config config/cpu.yaml`` with overrides: Gates cut to a hall and a gate, the hf
 backend, 8 tasks × 2 rollouts × at most 2 turns, every prompt cut to its last 64 tokens and every response run to
@@ -186,7 +186,7 @@ def build_model(shape, folder: Path, cuda: bool) -> Path:
     from transformers.utils import logging as hf_logging
 
     from harness.memory_plan import SHIPPED_CONFIG
-    from harness.policy.models import build_tokenizer, end_of_turn_id
+    from harness.policy.tokenizer import build_tokenizer, end_of_turn_id
 
     tokenizer = build_tokenizer(gates_corpus(), TOKENIZER_VOCAB, folder)
     if shape == "shipped":

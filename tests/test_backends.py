@@ -12,7 +12,8 @@ from harness.core.plugins import UnknownPluginError
 from harness.policy.backends import Generation, GenerationBackend, make_backend
 from harness.policy.backends.hf import HFBackend, sample_tokens
 from harness.policy.logprobs import pad_left, pad_right, response_logprobs
-from harness.policy.models import chat_prompt_ids, end_of_turn_id, warm_start
+from harness.policy.tokenizer import chat_prompt_ids, end_of_turn_id
+from harness.policy.warm_start import warm_start
 
 SAMPLING = dict(temperature=1.0, top_p=1.0, max_new_tokens=12, max_prompt_tokens=512)
 

@@ -1,4 +1,4 @@
-"""The compute-matched GRPO arm (paper_figures/compute_match.py) and method display names taken from the method
+"""The compute-matched GRPO arm (harness/grid/compute_match.py) and method display names taken from the method
 classes: the arm's counted cost is within 10% of the grid's costliest method's, and both the arm and a method
 registered here appear under their display names in a table built from a stand-in runs folder."""
 from __future__ import annotations
@@ -13,10 +13,10 @@ from workflow_fixtures.synthetic_runs import write_run
 from harness.config import load_config
 from harness.core import registry
 from harness.core.ranges import Checked
+from harness.grid.compute_match import COMPUTE_MATCHED, DISPLAY, arm_run_cost, run_cost, step_cost
+from harness.grid.runs import load_grid
 from methods.grpo import Grpo
 from paper_figures import render, tables
-from paper_figures.compute_match import COMPUTE_MATCHED, DISPLAY, arm_run_cost, run_cost, step_cost
-from paper_figures.grid import load_grid
 from paper_figures.load import load_runs
 
 REPO = Path(__file__).resolve().parents[1]

@@ -62,7 +62,7 @@ def test_warm_started_teacher_reads_the_sibling_context(tmp_path):
 def test_warm_start_batches_context_demonstrations_apart():
     import random
 
-    from harness.policy.models import _batches
+    from harness.policy.warm_start import _batches
 
     limits = [128] * 50 + [512] * 13
     batches = _batches(len(limits), 8, random.Random(0), limits)

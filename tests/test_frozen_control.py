@@ -10,8 +10,8 @@ from scipy import stats as scipy_stats
 from workflow_fixtures.synthetic_runs import write_run
 
 from harness.config import load_config
+from harness.grid.runs import FROZEN, load_grid
 from paper_figures import control, tables
-from paper_figures.grid import FROZEN, load_grid
 from paper_figures.load import load_runs
 
 REPO = Path(__file__).resolve().parents[1]

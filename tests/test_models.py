@@ -10,16 +10,16 @@ from tiny_corpus import build_and_load, corpus, one_torch_thread, prompt, respon
 from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerFast
 
-from harness.policy.models import (
+from harness.policy.models import load_policy
+from harness.policy.tiny_model import build_tiny_model
+from harness.policy.tokenizer import (
     ModelNotFoundError,
-    build_tiny_model,
     build_tokenizer,
     chat_prompt_ids,
     end_of_turn_id,
-    load_policy,
     load_tokenizer,
-    warm_start,
 )
+from harness.policy.warm_start import warm_start
 
 
 @pytest.fixture(scope="module")

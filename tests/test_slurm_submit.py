@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from paper_figures.grid import load_grid
+from harness.grid.runs import load_grid
 
 slurm = pytest.importorskip("snakemake_executor_plugin_slurm")
 from snakemake_executor_plugin_slurm.submit_string import get_submit_command  # noqa: E402

@@ -12,7 +12,7 @@ from workflow_fixtures.synthetic_runs import write_run
 
 from harness.config import load_config
 from harness.core.typed import ConfigError
-from paper_figures.grid import load_grid, setting_label, split_setting_label
+from harness.grid.runs import load_grid, setting_label, split_setting_label
 from paper_figures.load import load_runs
 from paper_figures.sweep import build_sweep, sweep_frame
 

@@ -17,7 +17,8 @@ from tiny_corpus import build_and_load, prompt  # noqa: E402
 from harness.policy.backends import make_backend  # noqa: E402
 from harness.policy.backends.hf import HFBackend  # noqa: E402
 from harness.policy.logprobs import pad_left, pad_right, response_logprobs  # noqa: E402
-from harness.policy.models import chat_prompt_ids, end_of_turn_id, warm_start  # noqa: E402
+from harness.policy.tokenizer import chat_prompt_ids, end_of_turn_id  # noqa: E402
+from harness.policy.warm_start import warm_start  # noqa: E402
 
 # vLLM's CPU attention kernels need head_dim >= 32 (tiny_hidden / tiny_heads)
 SHAPE = dict(tiny_hidden=64, tiny_heads=2)

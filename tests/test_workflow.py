@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from paper_figures.grid import load_grid
+from harness.grid.runs import load_grid
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "workflow_fixtures"

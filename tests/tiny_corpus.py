@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness.policy.models import build_tiny_model, load_policy
+from harness.policy.models import load_policy
+from harness.policy.tiny_model import build_tiny_model
 
 OBJECTS = ["apple 1", "mug 2", "knife 1", "towel 3", "book 1", "desklamp 1", "cabinet 4", "drawer 2",
            "countertop 1", "fridge 1", "microwave 1", "sinkbasin 1"]

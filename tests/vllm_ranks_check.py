@@ -31,7 +31,8 @@ def main(out: Path) -> None:
     from tiny_corpus import build_and_load, prompt
 
     from harness.policy.backends import make_backend
-    from harness.policy.models import chat_prompt_ids, end_of_turn_id, warm_start
+    from harness.policy.tokenizer import chat_prompt_ids, end_of_turn_id
+    from harness.policy.warm_start import warm_start
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo")

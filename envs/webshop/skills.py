@@ -1,4 +1,4 @@
-"""WebShop's hints for the ``skills`` teacher context, per task type (what a hint may say: envs/base.py, Benchmark.skill_for)."""
+"""WebShop's hints for the ``skills`` teacher context, per task type (what a hint may say: Benchmark.skill_for)."""
 
 SKILLS = {
     "default": "Search with the product type and its key attributes. On the results page, click the item "

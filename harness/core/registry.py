@@ -23,7 +23,6 @@ from harness.core.ranges import Checked
 from harness.core.typed import build_dataclass
 
 
-
 def _import_teacher_contexts(name: str | None) -> None:
     importlib.import_module("harness.engine.teacher")  # its @TEACHER_CONTEXTS.register decorators run
 

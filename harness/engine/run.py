@@ -85,6 +85,24 @@ class RunContext:
         return self.tracker.end(status, flush_timeout_s=self.cfg.tracking.flush_timeout_s)
 
 
+@dataclass(frozen=True)
+class RunSetup:
+    """What is settled before any weight loads: the config, the seeds, the benchmark and its panels, the method,
+    the protocol and what to do with the run folder (``plan``); ``budget_checked`` is False where the teacher's
+    context budget waits for a tokenizer built with the model."""
+    cfg: RunConfig
+    run_dir: Path
+    seeds: Seeds
+    benchmark: Benchmark
+    train_panel: TaskPanel
+    eval_panel: TaskPanel
+    method: registry.Method
+    protocol: dict
+    plan: run_state.RunPlan
+    evaluate_only: bool
+    budget_checked: bool
+
+
 def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=print,
              evaluate_only: bool = False, restart_changed: bool = False) -> RunContext | None:
     """Build the run's context. ``evaluate_only`` opens an existing run's last checkpoint without touching it;
@@ -124,16 +142,18 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
             return None
         if cfg.train.cpu_threads > 0:
             torch.set_num_threads(cfg.train.cpu_threads)
-        ctx = _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, method, protocol, plan, log,
-                             guard, evaluate_only, budget_checked)
+        setup = RunSetup(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, method, protocol, plan,
+                         evaluate_only, budget_checked)
+        ctx = _build_context(setup, log, guard)
         checkpoint.restore(ctx, plan.state, truncate_logs=not evaluate_only)
         if plan.action == "resume" and not evaluate_only:
             ctx.tracker.resume_from(ctx.start_step)  # backfills what an outage left unsent before the kill
         return ctx
 
 
-def _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, method, protocol, plan, log, guard,
-                   evaluate_only, budget_checked=True) -> RunContext:
+def _build_context(setup: RunSetup, log: Callable, guard) -> RunContext:
+    cfg, run_dir, benchmark, method, plan = setup.cfg, setup.run_dir, setup.benchmark, setup.method, setup.plan
+    evaluate_only, protocol = setup.evaluate_only, setup.protocol
     precision = Precision(cfg.model.dtype, distributed.device_type(cfg))
     accelerator = distributed.make_accelerator(cfg, precision)  # one process, or one rank of an FSDP launch
     # Loaded on the CPU: the reference is copied from it there (an offloaded copy never visits the GPU), then
@@ -144,7 +164,7 @@ def _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, meth
     load_on = "meta" if distributed.loads_on_meta(cfg) else "cpu"
     with accelerator.main_process_first():  # distributed: rank 0 builds a missing tiny model, the others load it
         model, tokenizer, model_dir = prepare_policy(cfg, benchmark, load_on, log=log)
-    if not budget_checked:  # a tiny model built just now: its tokenizer settles the teacher budget
+    if not setup.budget_checked:  # a tiny model built just now: its tokenizer settles the teacher budget
         check_teacher_budget(cfg, benchmark, method.teacher, tokenizer)
     adapter_off = cfg.model.lora_rank > 0  # LoRA's reference is the trained module itself, once it is prepared
     reference = None if evaluate_only or adapter_off else build_reference(cfg, model, precision, accelerator.device)
@@ -158,7 +178,8 @@ def _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, meth
         # non-reentrant: gradients reach a LoRA adapter inside a checkpointed block although the frozen base's
         # inputs need no gradient (the reentrant variant drops them)
         policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    backend = make_backend(engine_config(cfg), policy, tokenizer, accelerator.device, precision, seed=seeds.sampling)
+    backend = make_backend(engine_config(cfg), policy, tokenizer, accelerator.device, precision,
+                           seed=setup.seeds.sampling)
     teacher = (TeacherScorer(policy, tokenizer, cfg.benchmark, cfg.rollout.max_prompt_tokens, cfg.train.ppo_micro_batch,
                              precision, cfg.rollout.teacher_context_tokens) if method.teacher is not None else None)
     envs = VectorEnv(benchmark.make_env, num_workers=distributed.env_workers(cfg))  # FSDP: the rank's share
@@ -177,7 +198,8 @@ def _build_context(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, meth
     if plan.action == "fresh":
         tracker.log_artifact(run_dir / PROTOCOL)
     return RunContext(
-        cfg=cfg, run_dir=run_dir, seeds=seeds, benchmark=benchmark, train_panel=train_panel, eval_panel=eval_panel,
+        cfg=cfg, run_dir=run_dir, seeds=setup.seeds, benchmark=benchmark, train_panel=setup.train_panel,
+        eval_panel=setup.eval_panel,
         method=method, model=model, reference=reference, precision=precision, tokenizer=tokenizer, optimizer=optimizer,
         accelerator=accelerator, backend=backend, teacher=teacher, envs=envs, tracker=tracker, protocol=protocol,
         metrics_log=_step_log(accelerator, run_dir / METRICS), eval_log=_step_log(accelerator, run_dir / EVAL),

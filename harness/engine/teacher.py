@@ -31,8 +31,8 @@ from harness.core.registry import TEACHER_CONTEXTS
 from harness.engine import distributed
 from harness.engine.rollout import Trajectory
 from harness.policy.logprobs import pad_left, response_logprobs
-from harness.policy.models import chat_prompt_ids
 from harness.policy.precision import Precision
+from harness.policy.tokenizer import chat_prompt_ids
 
 SKILLS_HEADER = "[Privileged Skill Information]\n"
 SIBLING_HEADER = "Reference: a successful attempt at this task took these actions:\n"

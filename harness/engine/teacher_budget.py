@@ -11,9 +11,9 @@ model's). A run whose budget is smaller refuses to start, naming the key and the
 from __future__ import annotations
 
 from envs.base import Benchmark, Task
+from harness.core.registry import TEACHER_CONTEXTS
 from harness.core.typed import ConfigError
 from harness.engine.rollout import Trajectory, Turn
-from harness.core.registry import TEACHER_CONTEXTS
 
 BOUNDARY_TOKENS = 2  # the context's last token may merge with the prompt's first: counted apart, allow for it
 

@@ -77,8 +77,8 @@ def context_for(kind: str, benchmark: Benchmark, reference: Episode, turn_index:
                 next_observation: str | None = None) -> str:
     """The ``kind`` context the teacher pass would give a row at ``turn_index`` of a rollout of ``reference``'s
     task whose own action led to ``next_observation``, with ``reference`` as the group's successful sibling."""
-    from harness.engine.rollout import Trajectory, Turn
     from harness.core.registry import TEACHER_CONTEXTS
+    from harness.engine.rollout import Trajectory, Turn
 
     def as_turn(turn: DemoTurn, next_obs: str) -> Turn:
         return Turn(turn.prompt, [], [], [], "", turn.action, True, turn.observation, next_obs, 0.0)
@@ -95,7 +95,7 @@ def context_demonstrations(benchmark: Benchmark, tasks, rollout_cfg, max_steps: 
     plain demonstration teaches more than one response (the context is what decides there), and a ``share`` of
     the others; each chosen turn gets one context, the kinds in turn."""
     from harness.core.registry import TEACHER_CONTEXTS
-    from harness.policy.models import format_response
+    from harness.policy.warm_start import format_response
 
     if share <= 0:
         return []
@@ -142,7 +142,8 @@ def action_probabilities(model, tokenizer, prompt: str, actions: list[str], thin
     import torch
 
     from harness.policy.logprobs import pad_left, pad_right, response_logprobs
-    from harness.policy.models import chat_prompt_ids, end_of_turn_id, format_response
+    from harness.policy.tokenizer import chat_prompt_ids, end_of_turn_id
+    from harness.policy.warm_start import format_response
 
     ids = chat_prompt_ids(tokenizer, [prompt])[0][-limit:]
     eot = end_of_turn_id(tokenizer)

@@ -56,7 +56,7 @@ def file_sha256(path: Path) -> str:
 
 def converted_folder(source: str, cache_dir: str | os.PathLike) -> Path:
     """The model folder of a GGUF ``source``, converting the file on first use (one writer at a time)."""
-    from harness.policy.models import file_lock
+    from harness.policy.file_lock import file_lock
 
     path = gguf_path(source)
     sha = file_sha256(path)

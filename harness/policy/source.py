@@ -14,9 +14,12 @@ import json
 from pathlib import Path
 
 from envs.base import Benchmark
+from harness.policy.file_lock import file_lock
 from harness.policy.gguf import converted_folder, is_gguf_source
-from harness.policy.models import build_tiny_model, file_lock, format_response, load_policy, warm_start
+from harness.policy.models import load_policy
 from harness.policy.precision import MASTER_DTYPE, storage_dtype
+from harness.policy.tiny_model import build_tiny_model
+from harness.policy.warm_start import format_response, warm_start
 
 READY = "ready.json"
 # model keys a run applies on top of the built model (LoRA wraps it after loading): not part of the cache key
@@ -77,7 +80,7 @@ def local_tokenizer(cfg):
     """The run's tokenizer if its model folder is already on this machine (no weights are read), else None."""
     from harness.policy.gguf import READY as GGUF_READY
     from harness.policy.gguf import file_sha256, gguf_path
-    from harness.policy.models import load_tokenizer
+    from harness.policy.tokenizer import load_tokenizer
 
     if cfg.model.source == "tiny":
         folder = tiny_model_dir(cfg)

@@ -16,8 +16,8 @@ from transformers import DynamicCache
 
 from harness.policy.backends import Generation, check_sampling_args, decode_response
 from harness.policy.logprobs import pad_left, position_ids_from_mask, token_logprobs
-from harness.policy.models import chat_prompt_ids, stop_token_ids
 from harness.policy.precision import Precision
+from harness.policy.tokenizer import chat_prompt_ids, stop_token_ids
 
 
 class HFBackend:

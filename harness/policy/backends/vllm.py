@@ -66,7 +66,7 @@ from pathlib import Path
 import torch
 
 from harness.policy.backends import Generation, check_sampling_args, decode_response
-from harness.policy.models import chat_prompt_ids, stop_token_ids
+from harness.policy.tokenizer import chat_prompt_ids, stop_token_ids
 
 _DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 SUPPORTED_VLLM = ((0, 32), (0, 33))  # [low, high): vLLM 0.32.x, the release the tests ran (pyproject `gpu` extra)

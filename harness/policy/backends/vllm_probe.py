@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from harness.policy.logprobs import response_logprobs
-from harness.policy.models import chat_prompt_ids
+from harness.policy.tokenizer import chat_prompt_ids
 
 PROBE_PROMPT = "Check the synced weights: go to the kitchen, take the mug, and put it in the cabinet."
 PROBE_RESPONSE = "<think>The mug is on the counter.</think><action>take mug 1 from countertop 1</action>"

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from paper_figures.compute_match import COMPUTE_MATCHED
-from paper_figures.compute_match import DISPLAY as COMPUTE_MATCHED_DISPLAY
-from paper_figures.compute_match import plan as plan_compute_matched
+from harness.grid.compute_match import COMPUTE_MATCHED
+from harness.grid.compute_match import DISPLAY as COMPUTE_MATCHED_DISPLAY
+from harness.grid.compute_match import plan as plan_compute_matched
 
 FROZEN = "frozen"  # label of the lr-0 control runs (grid.frozen_control)
 # The grid's control arms, which are not methods: (display name, table order); methods declare theirs on the class
@@ -177,7 +177,7 @@ def _settings(entries: list, path: Path) -> list[tuple[tuple[str, Any], ...]]:
 
 def _compute_matched_runs(path: Path, grid, runs: list[RunSpec], setting=()) -> list[RunSpec]:
     """GRPO at the counted compute of the grid's costliest method, per benchmark and setting
-    (paper_figures/compute_match.py)."""
+    (harness/grid/compute_match.py)."""
     out = []
     label = setting_label(COMPUTE_MATCHED, setting)
     for bench in grid.benchmarks:

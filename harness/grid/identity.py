@@ -23,7 +23,7 @@ def expected_records(profile: str, config_dir: str | Path = "config") -> dict[tu
     import json
 
     from harness.config import load_config
-    from paper_figures.grid import load_grid
+    from harness.grid.runs import load_grid
 
     grid = load_grid(profile, config_dir)
     records = {}

@@ -26,4 +26,4 @@ def test_rank_1_never_holds_a_full_copy_of_a_200m_model():
     print(result)
     assert result["parameters"] > 190e6
     assert result["ok"], result
-    assert result["gap_mib"] > 0.9 * result["fp32_mib"]  # 2 ranks: the model minus one tensor in flight
+    assert result["gap_mib"] >= result["fp32_mib"]  # rank 0 held the model; rank 1 only its rows of each tensor

@@ -100,17 +100,16 @@ def shard(model, device, compute_dtype: torch.dtype, trainable: bool = True):
     """``fully_shard`` each decoder layer (transformers' ``_no_split_modules``) and then the whole model; returns
     the sharded module (a new one: ``model`` itself is left as it was).
 
-    The weights come from rank 0 alone (verl's ``fsdp2_load_full_state_dict``): the other ranks may pass a model
-    built on the meta device (:func:`loads_on_meta`), so no rank but 0 ever holds a full copy. The sharded module
-    is built from a meta twin of ``model`` (nothing copied), its shards allocated on ``device``, and rank 0's full
-    tensors broadcast one at a time, each rank keeping its shard (``set_model_state_dict`` with
-    ``broadcast_from_rank0``); the buffers, which the state dict leaves out (rotary frequencies), are broadcast too.
+    The weights come from rank 0 alone: the other ranks may pass a model built on the meta device
+    (:func:`loads_on_meta`), so no rank but 0 ever holds a full copy. The sharded module is built from a meta twin
+    of ``model`` (nothing copied), its shards allocated on ``device``, and each of rank 0's tensors is scattered,
+    one at a time, so that a rank receives its own rows only (:func:`scatter_from_rank0`); the buffers, which the
+    state dict leaves out (rotary frequencies), are broadcast.
 
     Trained parameters are held in fp32 (master weights, as verl keeps them) and FSDP casts the gathered copies
     to ``compute_dtype`` for forward and backward; gradients are reduced in fp32. ``trainable=False`` shards a
     frozen copy (the KL reference) of the same weights."""
     import torch.distributed as dist
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
@@ -131,13 +130,51 @@ def shard(model, device, compute_dtype: torch.dtype, trainable: bool = True):
         fully_shard(module, mesh=mesh, mp_policy=policy)
     twin = fully_shard(twin, mesh=mesh, mp_policy=policy)
     twin.to_empty(device=device)
-    set_model_state_dict(twin, full_state, options=StateDictOptions(full_state_dict=True, broadcast_from_rank0=True))
+    scatter_from_rank0(twin, full_state)
     with torch.no_grad():
         for name, buf in twin.named_buffers():
             if source:
                 buf.copy_(buffers[name])
             dist.broadcast(buf, src=0)
     return twin
+
+
+def scatter_from_rank0(sharded: torch.nn.Module, full_state: dict) -> None:
+    """Fill every parameter shard of ``sharded`` (FSDP2: dim 0 split as ``torch.chunk`` splits it) from rank 0's
+    full tensors in ``full_state`` (empty on the other ranks).
+
+    verl's ``fsdp2_load_full_state_dict`` broadcasts each full tensor (``set_model_state_dict`` with
+    ``broadcast_from_rank0``), so every rank holds the largest tensor whole for a moment; a scatter sends each rank
+    its own rows, so a rank's peak is its shard plus one chunk (``benchmarks/rank0_load.py`` measures both)."""
+    import torch.distributed as dist
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    with torch.no_grad():
+        for name, param in sharded.named_parameters():
+            local = param.to_local()
+            rows = param.shape[0]
+            chunk = -(-rows // world)
+            expected = max(0, min(chunk, rows - rank * chunk))
+            if local.shape[0] != expected:
+                raise RuntimeError(f"{name}: this rank holds {local.shape[0]} rows of {rows}, not the {expected} of "
+                                   f"a torch.chunk split over {world} ranks; the sharding is not FSDP2's Shard(0)")
+            received = local.new_empty((chunk, *param.shape[1:]))
+            pieces = None
+            if rank == 0:
+                full = full_state[name].to(device=local.device, dtype=local.dtype)
+                pieces = list(full.split(chunk))  # views of the full tensor, no copy
+                pieces = [_padded(piece, received) for piece in pieces] + [
+                    torch.zeros_like(received) for _ in range(world - len(pieces))]
+            dist.scatter(received, pieces, src=0)
+            local.copy_(received[:expected])
+
+
+def _padded(piece: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    if piece.shape == like.shape:
+        return piece.contiguous()
+    out = torch.zeros_like(like)
+    out[:piece.shape[0]] = piece
+    return out
 
 
 def meta_copy(module: torch.nn.Module) -> torch.nn.Module:

@@ -41,7 +41,7 @@ def rank_main(folder: Path, out: Path) -> None:
     import torch
     import torch.distributed as dist
 
-    from harness.engine import distributed
+    from harness.engine import sharding
     from harness.policy.models import load_policy
 
     dist.init_process_group("gloo")
@@ -49,10 +49,10 @@ def rank_main(folder: Path, out: Path) -> None:
     start_mib = current_rss_mib()
     model, _ = load_policy(folder, "float32", "meta" if rank else "cpu")
     on_meta = all(p.device.type == "meta" for p in model.parameters())
-    sharded = distributed.shard(model, torch.device("cpu"), torch.bfloat16)
+    sharded = sharding.shard(model, torch.device("cpu"), torch.bfloat16)
     del model
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    local, total = distributed.local_parameter_count(sharded)
+    local, total = sharding.local_parameter_count(sharded)
     diff = None
     full = {name: t.full_tensor() for name, t in sharded.state_dict().items()}  # a collective: every rank
     if rank == 0:

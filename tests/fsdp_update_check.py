@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))  # launched as a script: import harness from this 
 
 def main(out: str, overrides: list[str]) -> None:
     from harness.config import load_config
-    from harness.engine import distributed, rollout
+    from harness.engine import distributed, rollout, sharding
     from harness.engine.run import open_run
     from harness.engine.update import ppo_update, score
     from harness.policy.source import prepare_policy
@@ -35,7 +35,7 @@ def main(out: str, overrides: list[str]) -> None:
     ctx = open_run(cfg, force=True)
     acc, main_rank = ctx.accelerator, ctx.accelerator.is_main_process
     report: dict = {"world_size": acc.num_processes,
-                    "local_parameters": distributed.gather_objects(acc, distributed.local_parameter_count(ctx.model))}
+                    "local_parameters": distributed.gather_objects(acc, sharding.local_parameter_count(ctx.model))}
     single = prepare_policy(cfg, ctx.benchmark, "cpu")[0] if main_rank else None  # the same starting weights
     trajs = distributed.collect(acc, ctx.backend, list(ctx.train_panel.tasks[:cfg.rollout.tasks_per_step]),
                                 cfg.rollout.group_size, 1234, lambda tasks, seed: rollout.collect(

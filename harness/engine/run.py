@@ -160,7 +160,7 @@ def _build_context(setup: RunSetup, log: Callable, guard) -> RunContext:
     # accelerator.prepare moves the policy to the device and gives its forward the compute-dtype autocast (FSDP:
     # distributed.prepare shards it over the ranks' devices).
     # FSDP: rank 0 alone loads the weights; the other ranks build the model on the meta device and receive theirs
-    # when it is sharded (distributed.shard), so a node holds one full copy, not one a rank
+    # when it is sharded (sharding.shard), so a node holds one full copy, not one a rank
     load_on = "meta" if distributed.loads_on_meta(cfg) else "cpu"
     with accelerator.main_process_first():  # distributed: rank 0 builds a missing tiny model, the others load it
         model, tokenizer, model_dir = prepare_policy(cfg, benchmark, load_on, log=log)

@@ -13,7 +13,7 @@ chosen by :func:`build_reference` from the config alone:
   is a plain copy. The copy is float32 like the policy and runs under the same autocast, so at step 0
   ``ref_logp`` equals ``old_logp`` exactly.
 
-A sharded run (``train.strategy: fsdp``, harness/engine/distributed.py) shards a full fine-tune's copy like the policy:
+A sharded run (``train.strategy: fsdp``, harness/engine/sharding.py) shards a full fine-tune's copy like the policy:
 :class:`ShardedCopy`, each rank holding 1/k of it, in place of :class:`FrozenCopy`.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from harness.core.batch import StepBatch
-from harness.engine import distributed
+from harness.engine import sharding
 from harness.engine.update import score
 from harness.policy.precision import Precision
 
@@ -71,7 +71,7 @@ class ShardedCopy:
 
     def __init__(self, model, precision: Precision, device):
         self.precision, self.device = precision, torch.device(device)
-        self.model = distributed.shard(model, self.device, precision.dtype, trainable=False)
+        self.model = sharding.shard(model, self.device, precision.dtype, trainable=False)
 
     def logprobs(self, batch: StepBatch, micro_batch: int) -> torch.Tensor:
         return score(self.model, batch, micro_batch, self.device, self.precision)

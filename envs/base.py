@@ -25,8 +25,10 @@ from harness.core.ranges import Checked
 INVALID_ACTION_FEEDBACK = "Nothing happens."
 # What a benchmark that knows the truth may put in a step's info["credit_label"] (docs/credit.md): "fatal" = the
 # turn that lost the episode, "detour" = a harmless mistake, "invalid" = an action outside the admissible list,
-# "correct" = the rest. The engine scores every method's per-turn advantages against these labels.
-CREDIT_LABELS = ("correct", "detour", "fatal", "invalid")
+# "neutral" = a choice that could not change the outcome (every option was as good, or the episode was already
+# lost), "correct" = the rest. The engine scores every method's per-turn advantages against these labels, and the
+# oracle control arms (methods/oracle.py) read them.
+CREDIT_LABELS = ("correct", "detour", "fatal", "invalid", "neutral")
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,9 @@ class Benchmark(ABC):
     max_steps: int  # actions per episode at most: the one step limit, read from the benchmark's own config
     # task type (or "default") -> the procedural hint of the `skills` teacher context (RLSD, SDAR, GRPO+OPSD)
     skills: ClassVar[dict[str, str]] = {}
+    # True when every step's info carries a "credit_label" (CREDIT_LABELS): the credit scores and the oracle arms
+    # need it, and a method that reads the labels is refused at start-up on a benchmark that gives none
+    labels_turns: ClassVar[bool] = False
     splits: ClassVar[tuple[str, ...]] = ("train", "eval_in", "eval_out")
 
     def __init__(self, config, seed: int = 0, think: bool = False):

@@ -21,9 +21,20 @@ def check_config(cfg) -> None:
         raise ConfigError(
             f"rollout.group_size: {cfg.rollout.group_size} is out of range for method {cfg.method.name!r}, whose "
             f"advantages compare rollouts within a group; accepted: >= {needed}")
+    if "credit_label" in method_cls.requires and not _labels_turns(cfg.benchmark):
+        raise ConfigError(
+            f"method {cfg.method.name!r} reads the benchmark's ground-truth turn labels (batch column credit_label), "
+            f"and benchmark {cfg.benchmark!r} labels no turns; run it on a benchmark that does (gates: "
+            f"Benchmark.labels_turns, docs/credit.md), or choose another method")
     if cfg.backend.name not in BACKENDS:
         raise ConfigError(f"backend.name: {cfg.backend.name!r} is not accepted; choose one of {BACKENDS.available()}")
     build_dataclass(method_cls.Config, cfg.method.options, where=f"method ({cfg.method.name})")
+
+
+def _labels_turns(benchmark: str) -> bool:
+    from envs.base import BENCHMARKS
+
+    return bool(getattr(BENCHMARKS.get(benchmark), "labels_turns", False))
 
 
 def read_yaml(path: Path) -> dict:

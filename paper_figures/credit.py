@@ -1,4 +1,4 @@
-"""Credit scored against ground truth, per method: the table of ``credit/fatal_auroc`` and ``credit/detour_auroc``.
+"""Credit scored against ground truth, per method: the table of the ``credit/*`` scores (harness/engine/credit.py).
 
 A benchmark that labels its turns lets the engine score each method's final per-row advantages at every step:
 ``credit/fatal_auroc`` is how well −Ã picks out the fatal turn of a lost episode among its turns,
@@ -15,11 +15,16 @@ from paper_figures import bootstrap, render
 
 # metric logged per step -> (episodes it averages over, display name)
 CREDIT_METRICS = {"credit/fatal_auroc": ("credit/fatal_episodes", "fatal-turn AUROC"),
+                  "credit/fatal_auroc_position": ("credit/fatal_episodes", "position alone"),
+                  "credit/fatal_share": ("credit/fatal_share_episodes", "fatal share of blame"),
+                  "credit/neutral_share": ("credit/neutral_episodes", "neutral share of credit"),
                   "credit/detour_auroc": ("credit/detour_episodes", "detour AUROC")}
-CAPTION = ("Credit against ground truth: AUROC of the method's per-turn advantage for the fatal turn of lost episodes "
-           "and for correct turns over detours in won ones (0.5 = one value for every turn of an episode, as GRPO); "
-           "a run's mean over the eligible episodes of its training steps, mean over seeds with a 95% interval from "
-           "a bootstrap over seeds")
+CAPTION = ("Credit against ground truth (docs/credit.md): AUROC of the per-turn advantage for the fatal turn of lost "
+           "episodes (0.5 = one value for every turn of an episode, as GRPO), beside what position alone scores on "
+           "the same episodes (a later turn blamed more); the share of a lost episode's negative advantage its fatal "
+           "turn gets (oracle 1); the share of the advantage mass turns that could not change the outcome get "
+           "(oracle 0); correct turns over detours in won episodes. A run's mean over the eligible episodes of its "
+           "training steps, mean over seeds with a 95% interval from a bootstrap over seeds")
 RUN_KEYS = ["benchmark", "method", "seed"]
 
 

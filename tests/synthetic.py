@@ -87,10 +87,14 @@ def random_batch(
     group_has_success = torch.zeros(int(group_of_traj.max()) + 1, dtype=torch.bool).index_put_(
         (group_of_traj,), won, accumulate=True
     )
+    ref = old + torch.randn(rows, response_len, generator=g) * 0.1  # drawn in this order since the batch was
+    action_valid = torch.rand(rows, generator=g) >= invalid_rate   # first written: the tests' batches stay the same
+    obs_hash = step_idx * 10 + torch.randint(0, 3, (rows,), generator=g)
+    labels = random_labels(g, traj_id, step_idx, steps_per_traj, success, action_valid)
     return StepBatch(
         response_mask=mask,
         old_logp=old,
-        ref_logp=old + torch.randn(rows, response_len, generator=g) * 0.1,
+        ref_logp=ref,
         teacher_logp=teacher,
         teacher_available=group_has_success[group_id],
         group_id=group_id * 7 + 3,  # ids need not be dense
@@ -100,9 +104,20 @@ def random_batch(
         episode_return=success.float() * 10.0,
         success=success,
         step_reward=(success & is_last).float() * 10.0,
-        action_valid=torch.rand(rows, generator=g) >= invalid_rate,
-        obs_hash=step_idx * 10 + torch.randint(0, 3, (rows,), generator=g),
+        action_valid=action_valid,
+        obs_hash=obs_hash,
+        credit_label=labels,
     )
+
+
+def random_labels(g, traj_id, step_idx, steps_per_traj, success, action_valid) -> list[str]:
+    """Credit labels as a labelling benchmark gives them: one ``fatal`` turn at a random step of each lost rollout,
+    a fifth of the other turns ``neutral``, ``invalid`` where the action was, the rest ``correct``."""
+    fatal_step = (torch.rand(len(steps_per_traj), generator=g) * steps_per_traj).long()
+    neutral = torch.rand(len(traj_id), generator=g) < 0.2
+    fatal = ~success & (step_idx == fatal_step[traj_id])
+    return ["invalid" if not v else "fatal" if f else "neutral" if n else "correct"
+            for v, f, n in zip(action_valid.tolist(), fatal.tolist(), neutral.tolist())]
 
 
 def ragged_batch(

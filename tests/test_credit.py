@@ -153,3 +153,41 @@ def test_gigpo_anchor_states_single_out_the_wrong_door(gates_batch):
     # siblings that reach the same gate share its observation: the wrong door's step group holds the right one
     advantages, _ = registry.build("gigpo").advantages(gates_batch)
     assert credit_metrics(gates_batch, advantages)[FATAL_AUROC] > 0.7
+
+
+def test_position_alone_earns_auroc_but_not_the_fatal_share():
+    """GRPO × (1 + εt), the recency rule: when the fatal turn is last it 'finds' it by rank (AUROC 1, as its
+    position baseline), yet the fatal turn's share of the blame stays GRPO's 1/n; an oracle's share is 1."""
+    from harness.engine.credit import FATAL_AUROC_POSITION, FATAL_SHARE
+
+    rows = [{"group": 0, "traj": 0, "step": k, "ret": 0.0} for k in range(4)]
+    labels = ["correct", "correct", "correct", "fatal"]
+    recency = [-1.0 * (1 + 1e-3 * t) for t in range(4)]
+    metrics = credit_metrics(*labelled(rows, labels, recency))
+    assert metrics[FATAL_AUROC] == 1.0 and metrics[FATAL_AUROC_POSITION] == 1.0
+    assert metrics[FATAL_SHARE] == pytest.approx(0.25, abs=1e-3)
+    oracle = credit_metrics(*labelled(rows, labels, [0.0, 0.0, 0.0, -1.0]))
+    assert oracle[FATAL_SHARE] == 1.0
+
+
+def test_a_fatal_turn_before_the_end_defeats_position():
+    """With a delayed alarm the fatal turn is followed by neutral turns: recency blames them, not it."""
+    from harness.engine.credit import FATAL_AUROC_POSITION, FATAL_SHARE, NEUTRAL_SHARE
+
+    rows = [{"group": 0, "traj": 0, "step": k, "ret": 0.0} for k in range(5)]
+    labels = ["correct", "fatal", "neutral", "neutral", "neutral"]
+    recency = [-1.0 * (1 + 1e-3 * t) for t in range(5)]
+    metrics = credit_metrics(*labelled(rows, labels, recency))
+    assert metrics[FATAL_AUROC] == 0.25 and metrics[FATAL_AUROC_POSITION] == 0.25  # above the first turn only
+    assert metrics[FATAL_SHARE] == pytest.approx(0.2, abs=1e-3)
+    assert metrics[NEUTRAL_SHARE] == pytest.approx(0.6, abs=1e-3)
+    oracle = credit_metrics(*labelled(rows, labels, [0.0, -1.0, 0.0, 0.0, 0.0]))
+    assert oracle[FATAL_AUROC] == 1.0 and oracle[FATAL_SHARE] == 1.0 and oracle[NEUTRAL_SHARE] == 0.0
+
+
+def test_an_episode_with_no_advantage_has_no_share():
+    from harness.engine.credit import FATAL_SHARE
+
+    rows = [{"group": 0, "traj": 0, "step": k, "ret": 0.0} for k in range(2)]
+    metrics = credit_metrics(*labelled(rows, ["correct", "fatal"], [0.0, 0.0]))
+    assert math.isnan(metrics[FATAL_SHARE]) and metrics["credit/fatal_share_episodes"] == 0

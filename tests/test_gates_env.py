@@ -121,3 +121,96 @@ def test_bad_options_are_clear_errors():
         GatesBenchmark(GatesConfig(pivots=0))
     with pytest.raises(ValueError, match="panel size"):
         small().panel("eval_out", 201)
+
+
+def play_labels(bench, task, actions):
+    """(labels, won, final observation) of playing ``actions`` on ``task`` until the episode ends."""
+    env, labels = bench.make_env(), []
+    env.reset(task)
+    for action in actions:
+        result = env.step(action)
+        labels.append(result.info["credit_label"])
+        if result.done:
+            return labels, result.info["won"], result.observation.text
+    raise AssertionError("the episode did not end")
+
+
+def scripted(task, wrong_at: int | None = None) -> list[str]:
+    """The expert's actions through ``task``'s cells, the first non-key door at cell ``wrong_at``."""
+    layout, actions = task.payload, []
+    for i, cell in enumerate(layout.cells):
+        if isinstance(cell, Hall):
+            actions.append(f"go {cell.sign}")
+        else:
+            wrong = next(c for c in cell.doors if c != layout.key)
+            actions.append(f"open {wrong if i == wrong_at else layout.key}")
+    return actions
+
+
+def test_decoys_look_like_gates_and_are_neutral():
+    bench = small(horizon=3, pivots=2, decoys=3)
+    task = bench.panel("train").tasks[0]
+    cells = task.payload.cells
+    assert sum(isinstance(c, Gate) and c.decoy for c in cells) == 3 and sum(isinstance(c, Gate) for c in cells) == 5
+    decoy = next(i for i, c in enumerate(cells) if isinstance(c, Gate) and c.decoy)
+    labels, won, _ = play_labels(bench, task, scripted(task, wrong_at=decoy))  # a wrong door at a decoy is safe
+    assert won and labels == ["neutral" if isinstance(c, Gate) and c.decoy else "correct" for c in cells]
+    env = bench.make_env()
+    shown = [env.reset(task).text]
+    for action in scripted(task)[:-1]:
+        shown.append(env.step(action).observation.text)
+    assert all(shown[i].startswith("gate") for i, c in enumerate(cells) if isinstance(c, Gate))  # no decoy mark
+
+
+def test_a_delayed_alarm_labels_the_wrong_door_fatal_and_what_follows_neutral():
+    bench = small(horizon=4, pivots=2, alarm_delay=2)
+    first_gate = {t: next(i for i, c in enumerate(t.payload.cells) if isinstance(c, Gate)) for t in
+                  bench.panel("train").tasks}
+    task = next(t for t, i in first_gate.items() if i + 3 < len(t.payload.cells))  # room for the whole delay
+    first_gate = first_gate[task]
+    labels, won, text = play_labels(bench, task, scripted(task, wrong_at=first_gate))
+    assert not won and labels == ["correct"] * first_gate + ["fatal", "neutral", "neutral"]
+    assert text.startswith("the alarm catches up")
+    env = bench.make_env()
+    env.reset(task)
+    for action in scripted(task)[:first_gate]:
+        env.step(action)
+    right, wrong = (bench.make_env(), env)
+    right.reset(task)
+    for action in scripted(task)[:first_gate]:
+        right.step(action)
+    key, other = scripted(task)[first_gate], scripted(task, wrong_at=first_gate)[first_gate]
+    assert right.step(key).observation.text == wrong.step(other).observation.text  # nothing shows the wrong door
+
+
+def test_an_alarm_longer_than_the_corridor_ends_at_the_exit():
+    bench = small(horizon=4, pivots=2, decoys=2, alarm_delay=99)
+    task = bench.panel("train").tasks[1]
+    first_gate = next(i for i, c in enumerate(task.payload.cells) if isinstance(c, Gate) and not c.decoy)
+    labels, won, text = play_labels(bench, task, scripted(task, wrong_at=first_gate))
+    assert not won and len(labels) == len(task.payload.cells) and "exit" in text
+    assert labels[first_gate] == "fatal" and set(labels[first_gate + 1:]) <= {"neutral"}
+
+
+def test_random_play_rarely_loses_on_its_last_turn_with_a_delayed_alarm():
+    """The issue this design answers: with the alarm at once, the fatal turn is always the last (so recency finds
+    it); delayed to the exit, it is the last only when the last real gate's door was the first wrong one."""
+    from envs.gates.__main__ import fatal_last_share, play
+
+    at_once = small(horizon=4, pivots=3, decoys=4)
+    share, lost = fatal_last_share(play(at_once, lambda t: RandomPolicy(t.task_id)))
+    assert share == 1.0 and lost > 50
+    delayed = small(horizon=4, pivots=3, decoys=4, alarm_delay=99)
+    share, lost = fatal_last_share(play(delayed, lambda t: RandomPolicy(t.task_id)))
+    assert share < 0.2 and lost > 50
+
+
+def test_no_decoys_no_delay_keeps_the_old_task():
+    """Corridors without decoys keep their task ids and layouts: both hashes as measured at commit 3ca4372, before
+    decoys existed."""
+    import hashlib
+
+    tasks = small(horizon=5, pivots=3).panel("train")
+    assert tasks.sha256 == "788f210bfa75c354bd94bb6dbeeb0483a7bc3240a9b95419fd84bb89ad3444b7"
+    layouts = "\n".join(t.payload.signature for t in tasks.tasks).encode()
+    assert hashlib.sha256(layouts).hexdigest() == "f651254bfd08ac120b20a3eeb9e846f3f3d430fe30c05bfae541e5b36c9d4bea"

@@ -23,6 +23,7 @@ class GatesBenchmark(Benchmark):
     Config = GatesConfig
     skills = SKILLS
     task_types = (TASK_TYPE,)
+    labels_turns = True
 
     def __init__(self, config: GatesConfig | None = None, seed: int = 0, think: bool = False):
         config = config or GatesConfig()
@@ -59,7 +60,7 @@ class GatesBenchmark(Benchmark):
         return TaskPanel("gates", split, tuple(tasks))
 
     def make_env(self) -> TextEnv:
-        return GatesEnv(self.config.key_at_gates)  # the rollout enforces the step limit
+        return GatesEnv(self.config.key_at_gates, self.config.alarm_delay)  # the rollout enforces the step limit
 
     def expert(self, task: Task) -> Expert:
         return GatesExpert(task.payload)

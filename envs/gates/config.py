@@ -16,8 +16,17 @@ class GatesConfig(Checked):
 
     horizon: int = field(default=6, metadata={"help": "routine steps per episode (a hall with a sign to follow); "
                                                       "a wrong turn there only costs a step", "range": ">= 1"})
-    pivots: int = field(default=2, metadata={"help": "pivotal decisions per episode (gates); one wrong door ends "
-                                                     "the episode as a loss", "range": ">= 1"})
+    pivots: int = field(default=2, metadata={"help": "pivotal decisions per episode (gates); one wrong door loses "
+                                                     "the episode (at once, or later: alarm_delay)", "range": ">= 1"})
+    decoys: int = field(default=0, metadata={
+        "help": "decoy gates per episode: shown exactly as a gate (the key's door among them) but every door is "
+                "safe, so the choice cannot change the outcome (label `neutral`); an outcome-level advantage "
+                "rewards or blames it at random, on the same skill the real gates use", "range": ">= 0"})
+    alarm_delay: int = field(default=0, metadata={
+        "help": "turns the run goes on after a wrong door before the alarm ends it as a loss (until then every "
+                "observation is what the right door would have shown, and the turns are labelled `neutral`); "
+                "0 ends it at once, so the wrong door is the last turn; a delay longer than the corridor ends it at "
+                "the exit", "range": ">= 0"})
     choices: int = field(default=3, metadata={
         "help": "doors per gate; a policy that guesses wins (1/choices)^pivots", "range": "[2, 8]"})
     colours: int = field(default=6, metadata={
@@ -37,7 +46,12 @@ class GatesConfig(Checked):
 
     @property
     def max_steps(self) -> int:
-        return self.horizon + self.pivots + self.slack
+        return self.cells + self.slack
+
+    @property
+    def cells(self) -> int:
+        """Halls, gates and decoy gates of a corridor."""
+        return self.horizon + self.pivots + self.decoys
 
     def __post_init__(self):
         super().__post_init__()

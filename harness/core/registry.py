@@ -49,6 +49,9 @@ class Method:
     # no edit there): display_name ("" = the registry name) and display_order (rows sort by it, then by name).
     display_name: ClassVar[str] = ""
     display_order: ClassVar[int] = 1000
+    # "" for a method; "positive" for a control arm that knows the answer (an oracle reading ground-truth labels):
+    # tables list controls apart from the methods and never rank them
+    control: ClassVar[str] = ""
     grpo_limit: ClassVar[Mapping[str, Any] | None] = None
     stress_options: ClassVar[Mapping[str, Any]] = {}
     min_group_size: ClassVar[int] = 1

@@ -54,7 +54,12 @@ def _parser() -> argparse.ArgumentParser:
                        "weights. Exit 0 = fits, 3 = does not fit")
     plan.add_argument("--gpu-gib", type=float, default=None,
                       help="memory of one GPU in GiB to plan for (default: CUDA device 0 of this machine)")
-    add("build-model", "Build (and warm-start) the tiny offline model for this config, or check a checkpoint path")
+    build = add("build-model", "Build (and warm-start) the tiny offline model for this config, or check a checkpoint "
+                               "path; a warm start shipped in config/warm_starts/ is copied, not rebuilt")
+    build.add_argument("--rebuild", action="store_true", help="train the warm start again even where one is cached or "
+                                                              "shipped, and say whether it matches the shipped weights")
+    build.add_argument("--ship", action="store_true", help="copy the built warm start into config/warm_starts/ (with "
+                                                           "its manifest), replacing the shipped one")
     sync = sub.add_parser("sync", help="Backfill a run's MLflow run from its folder (what a tracking-server outage "
                                        "left unsent; done.json names it)",
                           description="Send a run folder's journalled metrics the MLflow store lacks, its files as "
@@ -123,11 +128,26 @@ def _run_command(args, cfg) -> int:
     elif args.command == "plan":
         return _plan(cfg, args.gpu_gib)
     elif args.command == "build-model":
-        from harness.policy.source import prepare_policy
-        from harness.records.seeding import seeded_benchmark
+        return _build_model(cfg, args)
+    return 0
 
+
+def _build_model(cfg, args) -> int:
+    from harness.policy import shipped
+    from harness.policy.source import ensure_tiny_model, prepare_policy, tiny_model_dir
+    from harness.records.seeding import seeded_benchmark
+
+    if cfg.model.source != "tiny":
+        if args.rebuild or args.ship:
+            print("config error: --rebuild and --ship apply to model.source=tiny only", file=sys.stderr)
+            return 2
         _, _, model_dir = prepare_policy(cfg, seeded_benchmark(cfg), "cpu")
-        print(model_dir)
+    else:
+        model_dir = tiny_model_dir(cfg)
+        ensure_tiny_model(cfg, seeded_benchmark(cfg), model_dir, rebuild=args.rebuild)
+        if args.ship:
+            shipped.ship(model_dir, "python -m harness build-model " + " ".join(sys.argv[2:]))
+    print(model_dir)
     return 0
 
 

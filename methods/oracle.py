@@ -1,4 +1,4 @@
-"""Oracle credit: positive controls that read the benchmark's ground-truth turn labels (methods/FORMULAS.md#oracle).
+"""Oracle credit: positive controls that read the benchmark's ground-truth turn labels (methods/FORMULAS.md#oracle-credit-positive-controls).
 
 A benchmark on which a method that knows the answer cannot beat GRPO cannot rank credit-assignment methods; these
 arms show how much better credit could do on the task at hand, as the frozen arm shows what no training does. They
@@ -42,7 +42,7 @@ def label_mask(labels: list, wanted: tuple[str, ...], device) -> Tensor:
 
 
 def oracle_weights(batch: StepBatch, zero_neutral: bool) -> Tensor:
-    """(rows,) float64 weight w_t in {0, 1}: 1 where the oracle keeps A_i on the turn (methods/FORMULAS.md#oracle)."""
+    """(rows,) float64 weight w_t in {0, 1}: 1 where the oracle keeps A_i on the turn (methods/FORMULAS.md#oracle-credit-positive-controls)."""
     device = batch.traj_id.device
     losing = label_mask(batch.credit_label, LOSING_LABELS, device)
     traj, n = dense_ids(batch.traj_id)
@@ -76,7 +76,7 @@ class OracleBase(GrpoBase):
 @register("oracle_fatal")
 class OracleFatal(OracleBase):
     """Ã_t = A_i · w_t, w_t = 1[turn t lost the episode] in a lost episode whose losing turn is labelled, else 1
-    (methods/FORMULAS.md#oracle, first formula)."""
+    (methods/FORMULAS.md#oracle-credit-positive-controls, first formula)."""
 
     display_name = "Oracle: fatal turn (positive control)"
     display_order = 90_000
@@ -85,7 +85,7 @@ class OracleFatal(OracleBase):
 @register("oracle_decisive")
 class OracleDecisive(OracleBase):
     """Ã_t = A_i · w_t · 1[turn t is not neutral]: oracle_fatal, and no credit to a choice that could not change the
-    outcome, in won episodes too (methods/FORMULAS.md#oracle, second formula)."""
+    outcome, in won episodes too (methods/FORMULAS.md#oracle-credit-positive-controls, second formula)."""
 
     display_name = "Oracle: decisive turns (positive control)"
     display_order = 90_010

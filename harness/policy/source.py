@@ -4,7 +4,9 @@ The tiny model (profile tiny/smoke) is built here, on this machine: a tokenizer 
 own prompts and expert responses, a small Qwen2-architecture LM, then a supervised warm start on expert
 demonstrations from the *train* panel (never the eval panel), so that RL starts from a policy that
 sometimes succeeds. The result is cached under ``model.cache_dir`` keyed by everything it depends on, and
-built under a file lock so parallel workflow jobs build it once.
+built under a file lock so parallel workflow jobs build it once. Where the repository ships that folder
+(config/warm_starts/, harness/policy/shipped.py) it is copied instead of rebuilt, so every machine starts from the
+same weights.
 """
 from __future__ import annotations
 
@@ -108,15 +110,30 @@ def prepare_policy(cfg, benchmark: Benchmark, device, log=print):
         model_dir = Path(cfg.model.source)
     else:
         model_dir = tiny_model_dir(cfg)
-        with file_lock(model_dir.with_suffix(".lock")):
-            if not (model_dir / READY).exists():
-                build_warm_tiny_model(cfg, benchmark, model_dir, log)
+        ensure_tiny_model(cfg, benchmark, model_dir, log)
     model, tokenizer = load_policy(model_dir, storage_dtype(cfg.model), device)
     if cfg.model.lora_rank > 0:
         from harness.policy.lora import apply_lora
 
         model = apply_lora(model, cfg.model)
     return model, tokenizer, model_dir
+
+
+def ensure_tiny_model(cfg, benchmark: Benchmark, model_dir: Path, log=print, rebuild: bool = False) -> None:
+    """The cache folder ``model_dir`` ready: as it is, copied from the shipped one, or built (``rebuild``: built
+    again whatever exists, and compared with the shipped weights)."""
+    import shutil
+
+    from harness.policy import shipped
+
+    with file_lock(model_dir.with_suffix(".lock")):
+        if rebuild and model_dir.exists():
+            shutil.rmtree(model_dir)
+        if (model_dir / READY).exists():
+            log(f"warm start: {model_dir} (sha256 {shipped.file_sha256(model_dir / shipped.WEIGHTS)[:16]})")
+        elif rebuild or not shipped.install_shipped(model_dir, log):
+            build_warm_tiny_model(cfg, benchmark, model_dir, log)
+            shipped.compare_rebuilt(model_dir, log)
 
 
 def build_warm_tiny_model(cfg, benchmark: Benchmark, model_dir: Path, log=print) -> None:

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from paper_figures import render
+from paper_figures import render, stats
 
 IDENTICAL, AGREES, DIFFERS, NOT_COMPARABLE, TOO_FEW = (
     "identical", "agrees", "DIFFERS", "not comparable", "too few seeds")
@@ -111,7 +111,7 @@ def _verdict(ours: pd.Series, theirs: pd.Series, differences: list[str], confide
 
 def family_confidence(k: int, overall: float = 0.95) -> float:
     """Bonferroni: each of k intervals at 1 − (1 − overall)/k, so all k hold together with at least ``overall``."""
-    return 1 - (1 - overall) / max(k, 1)
+    return stats.bonferroni_confidence(k, overall)
 
 
 def compare(ours: pd.DataFrame, published: pd.DataFrame, settings: dict | None = None,

@@ -13,6 +13,11 @@ quantiles where a t interval uses n − 1 and t_{n−1}. The percentile interval
 point estimate by c = √(n/(n−1)) · t_{0.975, n−1} / z_{0.975} (Hesterberg's expanded percentile interval, "What
 teachers should know about the bootstrap", The American Statistician 2015): c = 1.58 for 5 seeds, 2.69 for 3. For
 a mean this makes the bootstrap interval about as wide as the Student-t interval over seed means.
+
+A comparison of two arms is paired by seed (``improvement_over``, ``paired_probability``, ``paired_mean``): the runs
+of a seed share the warm start, the eval tasks and the sampling seeds, so one draw of seed indices is applied to
+both arms and the per-seed difference (or win) is the unit; the episodes are not redrawn there, since the seed's
+difference already holds their noise. A table of m comparisons passes ``confidence`` = 1 − 0.05/m (Bonferroni).
 """
 from __future__ import annotations
 
@@ -92,13 +97,15 @@ def resample(scores: SeedScores, reps: int, rng: np.random.Generator, episodes: 
     return out
 
 
-def widen(point: float, boot: np.ndarray, n: int, limits: tuple[float, float]) -> tuple[float, float, float]:
-    """(point, low, high): the percentile interval of ``boot`` widened by ``expansion(n)`` about ``point`` and
-    clipped to the statistic's range; no interval (NaN) from one seed."""
-    c = expansion(n)
-    if not np.isfinite(c):
+def widen(point: float, boot: np.ndarray, n: int, limits: tuple[float, float], confidence: float = CONFIDENCE
+          ) -> tuple[float, float, float]:
+    """(point, low, high): the percentile interval of ``boot`` at ``confidence`` widened by ``expansion(n,
+    confidence)`` about ``point`` and clipped to the statistic's range; no interval (NaN) from one seed. NaN
+    resamples (a ratio whose denominator came out 0) are left out."""
+    c = expansion(n, confidence)
+    if not np.isfinite(c) or not np.isfinite(boot).any():
         return float(point), float("nan"), float("nan")
-    q_low, q_high = np.percentile(boot, [50 - 50 * CONFIDENCE, 50 + 50 * CONFIDENCE])
+    q_low, q_high = np.nanpercentile(boot, [50 - 50 * confidence, 50 + 50 * confidence])
     low = np.clip(point - c * (point - q_low), *limits)
     high = np.clip(point + c * (q_high - point), *limits)
     return float(point), float(min(low, point)), float(max(high, point))
@@ -136,17 +143,60 @@ def interval_estimates(score_dict: Mapping[str, SeedScores], reps: int = 2000, s
 
 
 def probability_of_improvement_batched(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """P(X > Y) + ½ P(X = Y) over seed pairs, averaged over task types, for (reps, n, types) stacks: rliable's
-    probability of improvement with seed means per task type as the scores."""
+    """P(X > Y) + ½ P(X = Y) over all seed pairs, averaged over task types, for (reps, n, types) stacks: rliable's
+    (unpaired) probability of improvement with seed means per task type as the scores."""
     xs, ys = x[:, :, None, :], y[:, None, :, :]
     per_type = (xs > ys).mean(axis=(1, 2)) + 0.5 * (xs == ys).mean(axis=(1, 2))
     return per_type.mean(axis=1)
 
 
-def improvement_over(score_dict: Mapping[str, SeedScores], baseline: str, reps: int = 2000, seed: int = 0
-                     ) -> dict[str, tuple[float, float, float]]:
-    """{method: (P(method > baseline), low, high)}: the two methods' seeds resampled independently (then their
-    episodes); empty if the baseline is absent."""
+def paired_indices(n: int, reps: int, rng: np.random.Generator) -> np.ndarray:
+    """(reps, n) seed indices drawn with replacement, applied to *both* arms of a comparison: the seed's pair of
+    runs, or its difference, is the unit that is resampled, so what the two runs of a seed share stays shared."""
+    return rng.integers(0, n, size=(reps, n))
+
+
+def wins(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """(n,) per seed: 1[x > y] + ½ 1[x = y] between the two arms' runs of that seed, averaged over the columns
+    (task types). x, y: (n_seeds, n_types), rows aligned by seed."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    return ((x > y) + 0.5 * (x == y)).reshape(len(x), -1).mean(axis=1)
+
+
+def paired_probability(x: np.ndarray, y: np.ndarray, reps: int, rng: np.random.Generator,
+                       confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """(P(X > Y), low, high), paired by seed: the share of seeds whose run of X beats the same seed's run of Y (ties
+    ½, averaged over task types), with a bootstrap that resamples seed indices once for both arms, widened for the
+    seed count. Constant wins (every seed better) give P = 1 and a zero-width interval."""
+    per_seed = wins(x, y)
+    boot = per_seed[paired_indices(per_seed.size, reps, rng)].mean(axis=1)
+    return widen(float(per_seed.mean()), boot, per_seed.size, (0.0, 1.0), confidence)
+
+
+def paired_mean(diffs, reps: int, rng: np.random.Generator, confidence: float = CONFIDENCE
+                ) -> tuple[float, float, float]:
+    """(mean, low, high) of per-seed differences: bootstrap over seeds (the difference is the unit), widened."""
+    diffs = np.asarray(diffs, dtype=float)
+    boot = diffs[paired_indices(diffs.size, reps, rng)].mean(axis=1)
+    return widen(float(diffs.mean()), boot, diffs.size, (-np.inf, np.inf), confidence)
+
+
+def common_seeds(a: SeedScores, b: SeedScores) -> tuple[np.ndarray, np.ndarray]:
+    """The two arms' (n, types) seed-mean matrices restricted to their common seeds, rows aligned by seed."""
+    seeds = sorted(set(a.seeds) & set(b.seeds))
+    rows_a, rows_b = a.matrix(), b.matrix()
+    return (rows_a[[a.seeds.index(s) for s in seeds]].reshape(len(seeds), -1),
+            rows_b[[b.seeds.index(s) for s in seeds]].reshape(len(seeds), -1))
+
+
+def improvement_over(score_dict: Mapping[str, SeedScores], baseline: str, reps: int = 2000, seed: int = 0,
+                     confidence: float = CONFIDENCE) -> dict[str, tuple[float, float, float]]:
+    """{method: (P(method > baseline), low, high)} paired by seed (``paired_probability``) over the seeds both ran;
+    empty if the baseline is absent.
+
+    Why paired: every arm of a seed shares the baseline's warm start, eval tasks and sampling seeds. Resampling
+    the two arms independently (as before) compared a method's seed with the baseline's *other* seeds, so with 5
+    seeds the interval was [0, 1] by construction even for a method better on every seed."""
     if baseline not in score_dict:
         return {}
     base = score_dict[baseline]
@@ -154,10 +204,10 @@ def improvement_over(score_dict: Mapping[str, SeedScores], baseline: str, reps: 
     for method, scores in score_dict.items():
         if method == baseline or scores.types != base.types:
             continue
-        rng = rng_for(seed, f"{method}>{baseline}")
-        boot = probability_of_improvement_batched(resample(scores, reps, rng), resample(base, reps, rng))
-        point = probability_of_improvement_batched(scores.matrix()[None], base.matrix()[None])[0]
-        out[method] = widen(float(point), boot, min(scores.n_seeds, base.n_seeds), (0.0, 1.0))
+        x, y = common_seeds(scores, base)
+        if len(x) == 0:
+            continue
+        out[method] = paired_probability(x, y, reps, rng_for(seed, f"{method}>{baseline}"), confidence)
     return out
 
 

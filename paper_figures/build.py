@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from paper_figures import bootstrap, control, credit, plots, premise, render, tables
+from harness.grid.runs import FROZEN
+from paper_figures import bootstrap, control, credit, oracle_share, plots, premise, render, tables
 from paper_figures.load import Results, load_runs
 
 
@@ -43,8 +44,39 @@ def missing_runs(results: Results, expected: pd.DataFrame) -> pd.DataFrame:
 
 
 def _write(out: list[Path], table, tables_dir: Path, name: str, caption: str) -> None:
+    """Write (tidy, display) or (tidy, display, caption note); the note ends the caption (e.g. each benchmark's
+    number of comparisons, known only from the runs)."""
     if table is not None:
+        if len(table) > 2:
+            caption = f"{caption}. {table[2]}"
         out += render.write_table(tables_dir, name, table[0], table[1], caption)
+
+
+PAIRED = ("paired by seed (same warm start, eval tasks and sampling seeds; the per-seed difference is the unit): "
+          "mean ± Student-t interval over seeds, and P(> {ref}) = share of seeds whose run beats the same seed's "
+          "{ref} run (ties ½) with a bootstrap that resamples seed indices once for both arms; intervals "
+          "Bonferroni-adjusted for the m comparisons of the benchmark's column (methods and controls all count), "
+          "each at 1 − 0.05/m; 'CI > 0' reads the adjusted interval. Controls are listed below the methods and "
+          "not ranked")
+
+
+def gain_tables(results: Results, ctx: tables.Context, tables_dir: Path, out: list[Path]) -> None:
+    """gain_over_frozen, gain_over_<baseline>, share_of_oracle and power: the comparisons paired by seed."""
+    base = render.method_name(ctx.baseline)
+    for reference, name, shown in ((FROZEN, "gain_over_frozen", "the frozen (lr 0) control"),
+                                   (ctx.baseline, f"gain_over_{ctx.baseline}", base)):
+        table = control.control_table(results, ctx, control=reference)
+        if table is not None:
+            table = (*table, control.caption_note(table[0]))
+        ref = "frozen" if reference == FROZEN else base
+        _write(out, table, tables_dir, name, f"Final success minus {shown}'s, " + PAIRED.format(ref=ref))
+    _write(out, oracle_share.share_table(results, ctx), tables_dir, "share_of_oracle", oracle_share.CAPTION)
+    power = oracle_share.power_table(results, ctx)
+    _write(out, power, tables_dir, "power", oracle_share.POWER_CAPTION)
+    for line in [] if power is None else power[0].dropna(subset=["seeds_needed"]).itertuples(index=False):
+        print(f"paper_figures: power: {render.benchmark_name(line.benchmark)}: {line.seeds_needed} seeds resolve "
+              f"{line.target_pct:+.1f} points (half of {render.method_name(line.oracle)}'s gain) at paired SD "
+              f"{line.sd_pct:.1f}, m = {line.m}; the grid has {line.n_seeds}")
 
 
 def write_tables(results: Results, ctx: tables.Context, tables_dir: Path) -> tuple[list[Path], dict]:
@@ -53,11 +85,7 @@ def write_tables(results: Results, ctx: tables.Context, tables_dir: Path) -> tup
     benchmarks = tables.benchmarks_of(results, ctx)
     _write(out, tables.main_table(results, ctx), tables_dir, "main",
            "Success % of the final evaluation, mean ± 95% CI (Student t) over seeds; paper = arXiv 2610.00838")
-    _write(out, control.control_table(results, ctx), tables_dir, "gain_over_frozen",
-           "Final success minus the frozen (lr 0) control's, paired by seed: mean ± 95% CI (Student t) over seeds")
-    _write(out, control.control_table(results, ctx, control=ctx.baseline), tables_dir, f"gain_over_{ctx.baseline}",
-           f"Final success minus {render.method_name(ctx.baseline)}'s, paired by seed (same warm start, eval tasks "
-           "and sampling seeds): mean ± 95% CI (Student t) over seeds")
+    gain_tables(results, ctx, tables_dir, out)
     for bench in benchmarks:
         episodes = results.final_episodes[results.final_episodes["benchmark"] == bench]
         if episodes["task_type"].nunique() > 1:
@@ -71,11 +99,14 @@ def write_tables(results: Results, ctx: tables.Context, tables_dir: Path) -> tup
     rliable_frames = {}
     for bench in benchmarks:
         table = tables.rliable_table(results, ctx, bench, "success")
+        table = table and (*table, tables.rliable_note(table[0], ctx.baseline))
         _write(out, table, tables_dir, f"rliable_{bench}",
-               f"{render.benchmark_name(bench)}: IQM and mean success %, and the probability of improving on "
-               f"{render.method_name(ctx.baseline)}, with 95% intervals from a hierarchical bootstrap "
-               f"({ctx.reps} resamples): training seeds resampled, then eval episodes within each seed; "
-               f"rliable's tasks are the task types; intervals widened for the seed count (docs/results.md)")
+               f"{render.benchmark_name(bench)}: IQM and mean success % with 95% intervals from a hierarchical "
+               f"bootstrap ({ctx.reps} resamples: training seeds, then eval episodes within each seed; rliable's "
+               f"tasks are the task types); P(> {render.method_name(ctx.baseline)}) paired by seed (the share of "
+               f"seeds and task types whose run beats the same seed's, seed indices resampled once for both arms), "
+               f"its intervals Bonferroni-adjusted for the m arms compared; intervals widened for the seed count "
+               f"(docs/results.md); controls listed below the methods, not ranked")
         if table is not None:
             rliable_frames[bench] = table[0]
     for bench in benchmarks:

@@ -221,7 +221,8 @@ def rliable_intervals(tidy: pd.DataFrame, methods: list[str], benchmark: str, ba
         ax.set(title=title, yticks=y, yticklabels=[render.method_name(m) for m in tidy.index])
         if column == "prob_improvement":
             ax.axvline(0.5, color="grey", ls="--", lw=1)
-    fig.suptitle(f"{render.benchmark_name(benchmark)}: 95% intervals, bootstrap over seeds then episodes")
+    fig.suptitle(f"{render.benchmark_name(benchmark)}: IQM, mean: 95% intervals, bootstrap over seeds then "
+                 f"episodes; P: paired by seed, Bonferroni-adjusted")
     fig.tight_layout()
     return save(fig, out_dir, f"rliable_{benchmark}")
 

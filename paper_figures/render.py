@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.grid.runs import CONTROL_ARMS
+from harness.grid.compute_match import COMPUTE_MATCHED
+from harness.grid.runs import CONTROL_ARMS, FROZEN
 
 MISSING = "—"
 BENCHMARK_NAMES = {"alfworld": "ALFWorld", "webshop": "WebShop", "gates": "Gates"}
@@ -80,6 +81,48 @@ def method_name(label: str) -> str:
         return name
     shown = [f"{OPTION_SYMBOLS.get(k, k)}={v}" if v else k for k, v in options]
     return f"{name} ({', '.join(shown)})"
+
+
+# the role of each grid control arm (methods declare theirs as ``Method.control``)
+CONTROL_ROLES = {FROZEN: "negative control", COMPUTE_MATCHED: "compute control"}
+
+
+def role(label: str) -> str:
+    """"" for a method; "positive control" (an oracle: ``Method.control = "positive"``), "negative control"
+    (frozen) or "compute control" (compute-matched GRPO) for a control arm. Controls calibrate the scale the
+    methods are read on; tables list them apart and never rank them."""
+    base = base_method(label.partition("@")[0])
+    if base in CONTROL_ARMS:
+        return CONTROL_ROLES.get(base, "control")
+    try:
+        from harness.core import registry
+
+        control = getattr(registry.get(base), "control", "")
+    except Exception:  # not a registered method: a method, as far as the tables can tell
+        return ""
+    return f"{control} control" if control else ""
+
+
+def arm_name(label: str) -> str:
+    """``method_name``, and for a control arm whose name does not say so, its role: ``Frozen (lr 0; negative
+    control)``, ``GRPO, compute-matched (compute control)``; the oracles' names already say "(positive control)"."""
+    name, kind = method_name(label), role(label)
+    if not kind or "control" in name:
+        return name
+    return f"{name[:-1]}; {kind})" if name.endswith(")") else f"{name} ({kind})"
+
+
+def methods_then_controls(labels) -> list[str]:
+    """The labels in their order, methods first, then the control arms: the block a table lists apart."""
+    labels = list(labels)
+    return [m for m in labels if not role(m)] + [m for m in labels if role(m)]
+
+
+def add_roles(display: pd.DataFrame, labels: list[str]) -> pd.DataFrame:
+    """Add a "Role" column to a display table whose rows are ``labels`` when one of them is a control arm, so a
+    table that keeps the grid's order still marks its controls."""
+    roles = [role(label) for label in labels]
+    return display.assign(Role=[r or "method" for r in roles]) if any(roles) else display
 
 
 def category_name(category: str) -> str:

@@ -78,7 +78,8 @@ def main_table(results: Results, ctx: Context) -> tuple[pd.DataFrame, pd.DataFra
             line[f"{name} (ours)"] = cell
             line[f"{name} (paper)"] = render.fmt_pm(paper_mean, paper_pm, digits=2, scale=1.0)
         display.append(line)
-    return pd.DataFrame(tidy), premise.add_notes(pd.DataFrame(display), methods, benchmarks, ctx.notes)
+    display = render.add_roles(pd.DataFrame(display), methods)
+    return pd.DataFrame(tidy), premise.add_notes(display, methods, benchmarks, ctx.notes)
 
 
 def breakdown_table(results: Results, ctx: Context, benchmark: str, column: str, value: str = "success"):
@@ -169,19 +170,30 @@ RLIABLE_RESAMPLED = ("hierarchical bootstrap: seeds resampled, then episodes wit
                      "rliable tasks = task types; percentile interval widened for the seed count")
 
 
+def paired_with(scores: dict, baseline: str) -> list[str]:
+    """The arms with ≥ 2 seeds in common with ``baseline``: the P(> baseline) comparisons that give an interval."""
+    base = scores.get(baseline)
+    return [m for m, s in scores.items() if m != baseline and base and len(set(s.seeds) & set(base.seeds)) >= 2]
+
+
 def rliable_table(results: Results, ctx: Context, benchmark: str, metric: str = "success"):
-    """IQM and mean with 95% intervals from a bootstrap over seeds (then episodes), and P(method > baseline)."""
+    """IQM and mean with 95% intervals from a bootstrap over seeds (then episodes), and P(method > baseline) paired
+    by seed, its intervals Bonferroni-adjusted for the arms compared; methods first, then the controls."""
     scores = seed_scores(results, benchmark, metric)
     if not scores:
         return None
     estimates = bootstrap.interval_estimates(scores, reps=ctx.reps, seed=ctx.seed)
-    improvement = bootstrap.improvement_over(scores, ctx.baseline, reps=ctx.reps, seed=ctx.seed)
+    m = len(paired_with(scores, ctx.baseline))
+    confidence = stats.bonferroni_confidence(m)
+    improvement = bootstrap.improvement_over(scores, ctx.baseline, reps=ctx.reps, seed=ctx.seed,
+                                             confidence=confidence)
     tidy, display = [], []
     base_name = render.method_name(ctx.baseline)
-    methods = methods_of(results, ctx, [benchmark])
+    methods = render.methods_then_controls(methods_of(results, ctx, [benchmark]))
     for method in methods:
-        line = {"Method": render.method_name(method), "Seeds × task types": render.MISSING}
-        row = {"benchmark": benchmark, "metric": metric, "method": method, "resampled": RLIABLE_RESAMPLED}
+        line = {"Method": render.arm_name(method), "Seeds × task types": render.MISSING}
+        row = {"benchmark": benchmark, "metric": metric, "method": method, "role": render.role(method) or "method",
+               "resampled": RLIABLE_RESAMPLED, "prob_m": m, "prob_confidence": confidence}
         if method in scores:
             line["Seeds × task types"] = f"{scores[method].n_seeds} × {len(scores[method].types)}"
             row.update({"n_seeds": scores[method].n_seeds, "n_task_types": len(scores[method].types)})
@@ -192,9 +204,16 @@ def rliable_table(results: Results, ctx: Context, benchmark: str, metric: str = 
         point, low, high = improvement.get(method, (np.nan,) * 3)
         line[f"P(> {base_name})"] = render.fmt_interval(point, low, high, digits=2, scale=1.0)
         row.update({"prob_improvement": point, "prob_improvement_low": low, "prob_improvement_high": high})
+        line["Role"] = row["role"]
         tidy.append(row)
         display.append(line)
     return pd.DataFrame(tidy), premise.add_notes(pd.DataFrame(display), methods, [benchmark], ctx.notes)
+
+
+def rliable_note(tidy: pd.DataFrame, baseline: str) -> str:
+    """The end of an rliable table's caption: how many arms P(> baseline) compares, and at what level."""
+    m, confidence = int(tidy["prob_m"].iloc[0]), float(tidy["prob_confidence"].iloc[0])
+    return f"P intervals: m = {m} arms compared with {render.method_name(baseline)}, each at {confidence:.2%}"
 
 
 def runs_table(results: Results, ctx: Context):

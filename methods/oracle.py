@@ -1,4 +1,5 @@
-"""Oracle credit: positive controls that read the benchmark's ground-truth turn labels (methods/FORMULAS.md#oracle-credit-positive-controls).
+"""Oracle credit: positive controls that read the benchmark's ground-truth turn labels
+(methods/FORMULAS.md#oracle-credit-positive-controls).
 
 A benchmark on which a method that knows the answer cannot beat GRPO cannot rank credit-assignment methods; these
 arms show how much better credit could do on the task at hand, as the frozen arm shows what no training does. They
@@ -42,7 +43,7 @@ def label_mask(labels: list, wanted: tuple[str, ...], device) -> Tensor:
 
 
 def oracle_weights(batch: StepBatch, zero_neutral: bool) -> Tensor:
-    """(rows,) float64 weight w_t in {0, 1}: 1 where the oracle keeps A_i on the turn (methods/FORMULAS.md#oracle-credit-positive-controls)."""
+    """(rows,) float64 weight w_t in {0, 1}: 1 where the oracle keeps A_i on the turn (FORMULAS.md, w_t)."""
     device = batch.traj_id.device
     losing = label_mask(batch.credit_label, LOSING_LABELS, device)
     traj, n = dense_ids(batch.traj_id)

@@ -80,15 +80,16 @@ def check_vllm_version(version: str) -> None:
     if not low <= release < high:
         raise ImportError(f"vLLM {version} is installed, but the vllm backend supports {SUPPORTED_TEXT} only (its "
                           f"sleep-mode and in-place weight-sync calls differ between releases): on a GPU machine "
-                          f"`pip install -e '.[gpu]'` installs it; for the CPU tests run scripts/setup_vllm_cpu.sh")
+                          f"`make setup-gpu` installs it (docs/gpu-guide.md); for the CPU tests run "
+                          f"scripts/setup_vllm_cpu.sh")
 
 
 def _import_vllm():
     try:
         import vllm
     except ImportError as err:
-        raise ImportError(f"backend 'vllm' needs the vllm package ({SUPPORTED_TEXT}): `pip install -e '.[gpu]'` on a "
-                          "GPU machine, or `bash scripts/setup_vllm_cpu.sh` for the CPU test venv "
+        raise ImportError(f"backend 'vllm' needs the vllm package ({SUPPORTED_TEXT}): `make setup-gpu` on a GPU "
+                          "machine, or `bash scripts/setup_vllm_cpu.sh` for the CPU test venv "
                           "(.venv-vllm)") from err
     check_vllm_version(vllm.__version__)
     return vllm

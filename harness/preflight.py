@@ -111,5 +111,10 @@ def _tracking(cfg) -> str | None:
 
 def _benchmark_data(cfg) -> str | None:
     from envs.base import BENCHMARKS
+    from harness.core.plugins import MissingPackageError
 
-    return BENCHMARKS.get(cfg.benchmark).preflight(cfg.benchmark_config)
+    try:
+        benchmark = BENCHMARKS.get(cfg.benchmark)  # the first import of the run's engine (textworld, bm25s ...)
+    except MissingPackageError as err:
+        return str(err)
+    return benchmark.preflight(cfg.benchmark_config)

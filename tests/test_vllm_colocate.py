@@ -178,3 +178,21 @@ def test_sleep_level_2_is_checked_against_the_trainers_logprobs_after_each_sync(
         assert ctx.backend.probe_gaps == [pytest.approx(0.0, abs=1e-6)]
         assert collapse(RecordingLLM.calls)[-4:] == ["reload_weights", "empty_cache", "wake_up(['kv_cache'])", "probe"]
     ctx.close("FINISHED")
+
+
+def test_the_weights_are_synced_once_the_gradients_are_freed(tmp_path, monkeypatch):
+    """The sync wakes the engine's weights: the update's fp32 gradients must be gone by then (zero_grad first), or
+    the wake meets a GPU still holding them (a 7B model's: 28 GiB over the ranks)."""
+    import harness.engine.trainer as trainer
+
+    grads_at_sync = []
+    real_sync = trainer.distributed.sync_weights
+
+    def recording_sync(backend, model):
+        grads_at_sync.append(sum(p.grad is not None for p in model.parameters()))
+        return real_sync(backend, model)
+
+    monkeypatch.setattr(trainer.distributed, "sync_weights", recording_sync)
+    trainer.train(toy_config(tmp_path, train={"steps": 2, "checkpoint_every": 10},
+                             eval={"every": 10, "at_start": False}))
+    assert grads_at_sync == [0, 0]  # one sync a step, every gradient freed before it

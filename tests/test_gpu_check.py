@@ -1,6 +1,7 @@
 """scripts/gpu_check.sh --cpu-dry-run: the GPU check's whole path (local tokenizer and random model, `python -m
 harness train`, the memory plan, the report) on the CPU with tiny shapes, so the script prepared for a lent GPU
-cannot rot."""
+cannot rot. It runs as on a bare GPU machine: textworld, alfworld, bm25s and rapidfuzz cannot be imported
+(tests/block_imports), and every case's plan at its GPU shape must fit an 80 GB H100 and a 139 GB H200."""
 from __future__ import annotations
 
 import json
@@ -12,8 +13,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
+BARE_GPU_MACHINE = "textworld,alfworld,bm25s,rapidfuzz"  # not on a GPU node that has torch, transformers, peft
+
+
+def blocked_env(packages: str) -> dict:
+    path = os.pathsep.join([str(REPO / "tests" / "block_imports"), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return {**os.environ, "PYTHON": sys.executable, "HF_HUB_OFFLINE": "1", "OUT": "", "PYTHONPATH": path,
+            "BLOCK_PACKAGES": packages}
+
+
 def test_gpu_check_cpu_dry_run(tmp_path):
-    env = {**os.environ, "PYTHON": sys.executable, "HF_HUB_OFFLINE": "1", "OUT": ""}
+    env = blocked_env(BARE_GPU_MACHINE)
     done = subprocess.run(["bash", "scripts/gpu_check.sh", "--cpu-dry-run", "--out", str(tmp_path)], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -29,3 +39,26 @@ def test_gpu_check_cpu_dry_run(tmp_path):
     assert fsdp["strategy"] == "fsdp" and len(fsdp["rows_per_step"]) == 1 and 8 <= fsdp["rows_per_step"][0] <= 16
     assert [p.name for p in tmp_path.iterdir()] == ["gpu_check.json"]  # nothing large in the output folder
     assert "peak " in done.stdout and "does not fit" not in done.stdout
+    for r in results:  # the plan of the case's GPU shape (1.5B, 7B LoRA, 1.5B FSDP at 2,560 tokens) fits both GPUs
+        assert set(r["gpu_shape_plan_gib"]) == {"80", "139"}
+        assert r["gpu_shape_plan_gib"]["80"] <= 80 and r["gpu_shape_plan_gib"]["139"] <= 139, r
+    assert 40 < results[2]["gpu_shape_plan_gib"]["80"] < 80  # the 1.5B FSDP case at micro-batch 2 (8 planned 91.2)
+
+
+def test_gpu_check_names_a_missing_package_before_any_case(tmp_path):
+    done = subprocess.run(["bash", "scripts/gpu_check.sh", "--cpu-dry-run", "--out", str(tmp_path)], cwd=REPO,
+                          env=blocked_env("peft"), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "['peft'] are not installed" in done.stderr, done.stderr
+    assert not (tmp_path / "gpu_check.json").exists()
+
+
+def test_a_config_loads_without_other_benchmarks_packages_and_the_runs_own_is_named():
+    code = ("from harness.config import load_config\n"
+            "from harness.preflight import check_start_up, StartupError\n"
+            "assert load_config('config/cpu.yaml').benchmark == 'gates'\n"
+            "cfg = load_config('config/smoke.yaml', ['benchmark=alfworld', 'backend.name=hf'])\n"
+            "try:\n    check_start_up(cfg, training=False)\nexcept StartupError as err:\n    print(err)\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=blocked_env(BARE_GPU_MACHINE),
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "benchmark 'alfworld' needs the package 'textworld', which is not installed here" in done.stdout

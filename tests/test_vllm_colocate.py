@@ -7,6 +7,7 @@ import itertools
 import os
 import sys
 import types
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -178,3 +179,53 @@ def test_sleep_level_2_is_checked_against_the_trainers_logprobs_after_each_sync(
         assert ctx.backend.probe_gaps == [pytest.approx(0.0, abs=1e-6)]
         assert collapse(RecordingLLM.calls)[-4:] == ["reload_weights", "empty_cache", "wake_up(['kv_cache'])", "probe"]
     ctx.close("FINISHED")
+
+
+def test_the_weights_are_synced_once_the_gradients_are_freed(tmp_path, monkeypatch):
+    """The sync wakes the engine's weights: the update's fp32 gradients must be gone by then (zero_grad first), or
+    the wake meets a GPU still holding them (a 7B model's: 28 GiB over the ranks)."""
+    import harness.engine.trainer as trainer
+
+    grads_at_sync = []
+    real_sync = trainer.distributed.sync_weights
+
+    def recording_sync(backend, model):
+        grads_at_sync.append(sum(p.grad is not None for p in model.parameters()))
+        return real_sync(backend, model)
+
+    monkeypatch.setattr(trainer.distributed, "sync_weights", recording_sync)
+    trainer.train(toy_config(tmp_path, train={"steps": 2, "checkpoint_every": 10},
+                             eval={"every": 10, "at_start": False}))
+    assert grads_at_sync == [0, 0]  # one sync a step, every gradient freed before it
+
+
+def test_lora_adapters_go_to_dev_shm_only_with_room_for_two_else_to_disk_else_a_named_error(monkeypatch, tmp_path):
+    import shutil
+
+    from harness.policy.backends import vllm as backend
+
+    real = shutil.disk_usage
+    free = {"/dev/shm": 64 * 2**20, "other": 10 * 2**30}  # Docker's default /dev/shm; a disk with room
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(backend.tempfile, "tempdir", None)  # re-read TMPDIR
+
+    def usage(path):
+        return real(path)._replace(free=free["/dev/shm" if str(path).startswith("/dev/shm") else "other"])
+
+    monkeypatch.setattr(shutil, "disk_usage", usage)
+    adapter = 645 * 10**6  # a 7B model's rank-64 adapter in fp32
+    folder = backend._scratch_root(adapter)
+    assert folder.parent == tmp_path  # not /dev/shm: it cannot hold two adapters
+    free["other"] = 100 * 2**20
+    assert "has 100 MiB free, but each LoRA sync writes a 615 MiB adapter" in backend._room_problem(folder, adapter)
+    try:
+        backend._scratch_root(adapter)
+    except OSError as err:
+        assert "point TMPDIR at a folder with 1230 MiB free" in str(err)
+    else:
+        raise AssertionError("no room anywhere must be an error")
+    if Path("/dev/shm").is_dir() and os.access("/dev/shm", os.W_OK):
+        free["/dev/shm"] = 4 * 2**30
+        shm = backend._scratch_root(adapter)
+        assert str(shm).startswith("/dev/shm/")
+        shutil.rmtree(shm)

@@ -12,6 +12,16 @@ from harness.core.ranges import Checked
 from harness.core.typed import ConfigError
 
 PAPER_TRAIN_GAMES = 3600  # generated train games when no official data is present (the official train split: 3553)
+# the six ALFWorld task types (alfworld.gen's goal library names); here, not in gamegen, so that reading a config
+# needs no alfworld package
+TASK_TYPES = (
+    "pick_and_place_simple",
+    "look_at_obj_in_light",
+    "pick_clean_then_place_in_recep",
+    "pick_heat_then_place_in_recep",
+    "pick_cool_then_place_in_recep",
+    "pick_two_obj_and_place",
+)
 PAPER_EVAL_GAMES = {"eval_in": 140, "eval_out": 134}  # the official valid_seen / valid_unseen splits
 
 
@@ -47,8 +57,6 @@ class AlfworldConfig(Checked):
 
     def __post_init__(self):
         super().__post_init__()
-        from envs.alfworld.gamegen import TASK_TYPES
-
         unknown = sorted(set(self.task_types or ()) - set(TASK_TYPES))
         if unknown:
             raise ConfigError(f"alfworld.task_types: unknown {unknown}; choose from {list(TASK_TYPES)}")
@@ -79,8 +87,6 @@ SPLITS = ("train", "eval_in", "eval_out")
 
 def resolve(config: AlfworldConfig, official_available: bool, think: bool = False) -> AlfworldSettings:
     """Resolve ``source: auto`` and the panel sizes; ``official_available`` = a data path is configured."""
-    from envs.alfworld.gamegen import TASK_TYPES
-
     source = config.source if config.source != "auto" else ("official" if official_available else "generated")
     task_types = tuple(config.task_types) if config.task_types else TASK_TYPES
     train = config.train_panel_size

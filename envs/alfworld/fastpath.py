@@ -19,7 +19,9 @@ records, so a copy of the dicts (sharing the records) is equivalent and ~50x che
 
 ``fast_downward.pddl2sas`` (PDDL -> SAS translation) runs twice per ``PddlState``, i.e. on every load *and*
 every reset: ~7 s for a full-size game. Its output depends only on (domain, problem, optimize); it is kept
-in memory and, when a cache folder is set, pickled on disk keyed by the sha256 of the inputs. The wrapper also
+in memory and, when a cache folder is set, pickled on disk keyed by the sha256 of the inputs (read back by an
+unpickler that builds only the data classes these results are made of, :class:`_CacheUnpickler`: a cache folder on a
+shared filesystem is not a trusted input, and a crafted file that names anything else is refused). The wrapper also
 restores ``sys.argv``, which ``pddl2sas`` overwrites. A game's ``GameLogic`` (its grammar file parsed by tatsu,
 ~0.1 s, and different for every game because the grammar holds the task line) is memoised the same way.
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
+import io
 import os
 import pickle
 import sys
@@ -105,8 +108,36 @@ def _memoised(parse, copies: bool):
     return parse_and_convert
 
 
+# What the cached results are made of (every global the pickles of a full ALFWorld game name): TextWorld's and Fast
+# Downward's data classes and plain containers. Classes only, never functions: a pickle can call what it names.
+_SAFE_BUILTINS = {("builtins", n) for n in ("list", "dict", "set", "frozenset", "tuple", "str", "int", "float", "bool")}
+_SAFE_BUILTINS |= {("collections", "defaultdict"), ("collections", "OrderedDict")}
+_SAFE_MODULES = ("textworld.logic", "textworld.envs.pddl.logic", "textworld.envs.pddl.textgen",
+                 "fast_downward.translate.pddl.")
+
+
+class UnsafeCacheError(pickle.UnpicklingError):
+    """A cache file names something other than the data classes a cached result is made of."""
+
+
+class _CacheUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str):
+        if (module, name) in _SAFE_BUILTINS:
+            return super().find_class(module, name)
+        if any(module == m or (m.endswith(".") and module.startswith(m)) for m in _SAFE_MODULES):
+            found = super().find_class(module, name)
+            if isinstance(found, type):
+                return found
+        raise UnsafeCacheError(f"{module}.{name}")
+
+
+def safe_loads(data: bytes):
+    """``pickle.loads`` that builds only the allow-listed data classes (raises :class:`UnsafeCacheError`)."""
+    return _CacheUnpickler(io.BytesIO(data)).load()
+
+
 class PickledMemo:
-    """Memory LRU + optional on-disk pickles of a pure function's results (trusted: written by this project)."""
+    """Memory LRU + optional on-disk pickles of a pure function's results, read back by :func:`safe_loads`."""
 
     def __init__(self, kind: str, max_in_memory: int):
         self.kind = kind  # part of every key: two memos may share one folder
@@ -139,7 +170,12 @@ class PickledMemo:
         if path is None or not path.is_file():
             return None
         try:
-            return pickle.loads(path.read_bytes())
+            return safe_loads(path.read_bytes())
+        except UnsafeCacheError as err:  # not a torn file: something wrote code into the cache
+            raise UnsafeCacheError(
+                f"{path} is refused: it names {err}, which no cached ALFWorld result holds (a crafted file would run "
+                f"code when loaded). Delete the cache folder {self.folder} (it is rebuilt) and check who can write "
+                "to it") from None
         except Exception:  # a torn or stale file is recomputed, never fatal
             return None
 

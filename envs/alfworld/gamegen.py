@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from alfworld.gen import goal_library
 
+from envs.alfworld.config import TASK_TYPES
 from envs.alfworld.scenes import (
     CAN_CONTAIN,
     CLEANABLE,
@@ -25,14 +26,6 @@ from envs.alfworld.scenes import (
     load_scene,
 )
 
-TASK_TYPES = (
-    "pick_and_place_simple",
-    "look_at_obj_in_light",
-    "pick_clean_then_place_in_recep",
-    "pick_heat_then_place_in_recep",
-    "pick_cool_then_place_in_recep",
-    "pick_two_obj_and_place",
-)
 # short names used for per-type metrics (the paper's table columns)
 SHORT_TYPE = dict(zip(TASK_TYPES, ("pick", "look", "clean", "heat", "cool", "pick2")))
 # the appliance each state-change task needs, and which it may not use as the goal receptacle

@@ -18,6 +18,10 @@ class UnknownPluginError(KeyError):
         return self.args[0]
 
 
+class MissingPackageError(ImportError):
+    """A lazily registered plug-in needs a package this machine lacks; the message names it and how to get it."""
+
+
 class Registry(Generic[T]):
     """Name -> plug-in of one ``kind``.
 
@@ -64,11 +68,24 @@ class Registry(Generic[T]):
         entry = self._entries[name]
         if isinstance(entry, str):
             module, _, attribute = entry.partition(":")
-            entry = getattr(importlib.import_module(module), attribute)
+            entry = getattr(self._import(name, module), attribute)
             if self._check is not None:
                 self._check(name, entry)
             self._entries[name] = entry
         return entry
+
+    def _import(self, name: str, module: str):
+        """Import a lazy plug-in's module; a third-party package it lacks is named (a machine may hold only the
+        packages of the plug-ins it runs: a GPU node without textworld still runs Gates)."""
+        try:
+            return importlib.import_module(module)
+        except ModuleNotFoundError as err:
+            package = (err.name or "").split(".")[0]
+            if not package or module.split(".")[0] == package:
+                raise  # the plug-in's own code is broken: its traceback is the message
+            raise MissingPackageError(
+                f"{self.kind} {name!r} needs the package {package!r}, which is not installed here: install the "
+                f"project's dependencies (`pip install -e .`, or `make setup`), or pick another {self.kind}") from err
 
     def available(self) -> list[str]:
         """Every registered name, sorted (after discovering, once, the plug-ins that register themselves)."""
@@ -88,6 +105,6 @@ class Registry(Generic[T]):
 
 
 def _qualname(plugin) -> str:
-    if isinstance(plugin, str):
-        return plugin
+    if isinstance(plugin, str):  # "module:attribute", the lazy form of module.attribute
+        return plugin.replace(":", ".")
     return f"{getattr(plugin, '__module__', '?')}.{getattr(plugin, '__qualname__', repr(plugin))}"

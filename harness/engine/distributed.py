@@ -29,9 +29,6 @@ import torch
 from harness.engine import sharding
 from harness.policy.precision import MIXED_PRECISION, Precision  # noqa: F401  (model.dtype → accelerate's name)
 
-# Rank 0 evaluates alone while the others wait, and rollouts of one rank may take longer than another's.
-PROCESS_GROUP_TIMEOUT = timedelta(hours=3)
-
 
 def launch_rank() -> int:
     """This process's rank as the launcher set it (0 without torchrun); readable before any process group."""
@@ -82,9 +79,16 @@ def make_accelerator(cfg, precision: Precision):
         raise ConfigError(problem)
 
     backend = "gloo" if precision.device_type == "cpu" else "nccl"
-    handlers = ([InitProcessGroupKwargs(backend=backend, timeout=PROCESS_GROUP_TIMEOUT)]
+    handlers = ([InitProcessGroupKwargs(backend=backend, timeout=process_group_timeout(cfg))]
                 if launch_world_size() > 1 else [])  # one process has no process group to configure
     return precision_accelerator(precision, kwargs_handlers=handlers)
+
+
+def process_group_timeout(cfg) -> timedelta:
+    """How long a collective waits for the other ranks (``train.process_group_timeout_min``): rank 0 evaluates alone
+    while the others wait, and one rank's rollouts may take longer than another's, but a hung rank must not hold
+    every GPU for hours."""
+    return timedelta(minutes=cfg.train.process_group_timeout_min)
 
 
 def prepare(accelerator, cfg, model, make_optimizer: Callable[[Any], torch.optim.Optimizer]):

@@ -61,8 +61,9 @@ def rl_step(ctx: RunContext, step: int) -> dict[str, float]:
     update_start = time.perf_counter()
     metrics.update(ppo_update(ctx.model, ctx.optimizer, ctx.accelerator, batch, advantages, ctx.method, cfg.train,
                               step, ctx.seeds.sampling))
+    # the gradients are spent: freed before the sync wakes the engine's weights (and before generation; memory plan)
+    ctx.optimizer.zero_grad(set_to_none=True)
     distributed.sync_weights(ctx.backend, ctx.model)
-    ctx.optimizer.zero_grad(set_to_none=True)  # the gradients are spent: generation must not hold them (memory plan)
     metrics.update({"time/generation_s": timing.generation_s, "time/env_s": timing.env_s,
                     "time/prompt_s": timing.prompt_s, "time/teacher_s": teacher_s,
                     "time/update_s": time.perf_counter() - update_start, "time/step_s": time.perf_counter() - start,

@@ -59,12 +59,18 @@ def build_protocol(*, config: dict, method_options: dict, seeds: dict, template_
 
 # Where a run is written and logged, and which runs the workflow expands, are not how one run is made.
 VOLATILE_CONFIG_KEYS = ("output_dir", "run_name", "tracking", "grid")
+# How long a rank may wait for the others decides whether a hung run fails, never what a run computes
+VOLATILE_SECTION_KEYS = (("train", "process_group_timeout_min"),)
 
 
 def stable_view(record: dict) -> dict:
     """The record without volatile fields (its own hashes, run paths, tracking, the grid, the git commit)."""
     stable = {k: v for k, v in record.items() if k not in ("sha256", "config_sha256", "git_commit")}
-    stable["config"] = {k: v for k, v in (stable.get("config") or {}).items() if k not in VOLATILE_CONFIG_KEYS}
+    config = {k: v for k, v in (stable.get("config") or {}).items() if k not in VOLATILE_CONFIG_KEYS}
+    for section, key in VOLATILE_SECTION_KEYS:
+        if isinstance(config.get(section), dict) and key in config[section]:
+            config[section] = {k: v for k, v in config[section].items() if k != key}
+    stable["config"] = config
     return stable
 
 

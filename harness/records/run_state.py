@@ -37,6 +37,10 @@ class CorruptCheckpointError(RunStateError):
     pass
 
 
+class UnsafeCheckpointError(RunStateError):
+    """A checkpoint holds Python objects other than tensors and plain data: loading it could run code."""
+
+
 @dataclass
 class RunPlan:
     action: Literal["skip", "fresh", "resume"]
@@ -89,17 +93,38 @@ def _mlflow_run_id(run_dir: Path) -> str | None:
 
 
 def load_checkpoint(path: Path) -> dict:
-    """The checkpoint's state, memory-mapped (no copy in RAM until used); a damaged file is a named error."""
+    """The checkpoint's state, memory-mapped (no copy in RAM until used); a damaged file is a named error.
+
+    Loaded with ``weights_only=True``: tensors, numbers, strings and containers only (what :mod:`checkpoint` writes:
+    the step, the weights, AdamW's state and param groups), since a run folder on a shared filesystem is not a
+    trusted input and a full unpickle runs whatever a crafted file names."""
+    import pickle
+
     import torch
 
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         missing = {"next_step", "model", "optimizer"} - set(state)
+    except pickle.UnpicklingError as err:
+        if "weights only load failed" not in str(err).lower():
+            raise CorruptCheckpointError(_corrupt(path, f"UnpicklingError: {str(err).splitlines()[0][:200]}"))
+        raise UnsafeCheckpointError(
+            f"{path} is refused: it holds Python objects other than tensors and plain data ({_unsupported(err)}), "
+            "which a checkpoint written by this harness never does, and loading it could run code. Delete it (the run "
+            "starts over from step 0, or pass --force) and check who can write to the run folder") from None
     except Exception as err:  # torch raises RuntimeError, UnpicklingError, EOFError, ... for a damaged file
         raise CorruptCheckpointError(_corrupt(path, f"{type(err).__name__}: {str(err).splitlines()[0][:200]}"))
     if missing:
         raise CorruptCheckpointError(_corrupt(path, f"it lacks {sorted(missing)}"))
     return state
+
+
+def _unsupported(err: Exception) -> str:
+    """The global torch's weights-only unpickler refused, as it names it (``GLOBAL posix.system``)."""
+    for line in str(err).splitlines():
+        if "Unsupported global" in line or "GLOBAL" in line:
+            return line.strip()[:200]
+    return str(err).splitlines()[0][:200]
 
 
 def _corrupt(path: Path, why: str) -> str:

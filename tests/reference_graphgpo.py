@@ -282,7 +282,8 @@ def apply_invalid_action_penalty(data, invalid_action_penalty_coef):
     lengths = data.batch['response_mask'].sum(dim=1).long()
     for i in range(len(lengths)):
         action_valids = np.float32(data.non_tensor_batch['is_action_valid'][i])
-        action_invalids = torch.tensor(1 - action_valids, dtype=torch.float32)
+        # published: dtype=torch.float32; the test-only float64 run keeps the penalty in float64 too
+        action_invalids = torch.tensor(1 - action_valids, dtype=step_rewards.dtype)
         reward_tensor[i, lengths[i] - 1] -= invalid_action_penalty_coef * action_invalids
         step_rewards[i] -= invalid_action_penalty_coef * action_invalids
     return data

@@ -38,8 +38,6 @@ class G2poConfig(Checked):
     step_weight: float = field(default=1.0, metadata={"help": "weight of the two step terms", "range": ">= 0"})
     value_gamma: float = field(default=0.95, metadata={
         "help": "γ of a row's share γ^(K − t)·R of its state's value (hard-coded in core_g2po.py)", "range": "[0, 1]"})
-    success_value: float = field(default=10.0, metadata={
-        "help": "value of the success terminal (SUCCESS_REWARD, ALFWorld's win reward); failure is 0"})
     step_penalty: float = field(default=0.1, metadata={
         "help": "subtracted from the next-state value of an invalid row in the state-group term (hard-coded)",
         "range": ">= 0"})
@@ -70,7 +68,7 @@ class G2po(Method):
     """A = A^E + w·(A^next + A^gain): A^E the episode (GRPO) advantage; A^next normalises V(s_{t+1}) − 0.1·(1 − valid)
     over the rows of the row's state group (0 for a one-row group); A^gain normalises V(s_{t+1}) − V(s_t) over the
     rows of the task group. V(s) = mean over s's rows of 0.95^(K − t)·R; the terminal after a won rollout is worth
-    10, after a lost one 0 (methods/FORMULAS.md#g2po)."""
+    its return R (10 on ALFWorld), after a lost one 0 (methods/FORMULAS.md#g2po)."""
 
     Config = G2poConfig
     requires = EPISODE_COLUMNS + ("obs_hash", "success")
@@ -88,7 +86,9 @@ class G2po(Method):
         state, n_states = dense_ids(batch.group_id, batch.obs_hash)
         value, length = state_values(batch, c.value_gamma, state, n_states, traj, rank)
         last = rank == length.long() - 1
-        terminal = torch.where(batch.success, c.success_value, 0.0).double()
+        # the success terminal is worth the won rollout's return: SUCCESS_REWARD = 10 on ALFWorld and WebShop, as
+        # published, and the benchmark's own scale elsewhere (Gates: 1); the failure terminal is worth 0
+        terminal = torch.where(batch.success, batch.episode_return.double(), 0.0)
         next_value = torch.where(last, terminal, value[next_in_rollout(state, traj, rank, n_traj, last, 0)])
         penalised = next_value - c.step_penalty * (~batch.action_valid).double()
         next_adv = normalize_in_groups(penalised, state, n_states, by_std, c.epsilon, "zero")

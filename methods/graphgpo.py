@@ -64,7 +64,8 @@ def path_returns(c: GraphgpoConfig, d_src: Tensor, d_dst: Tensor, valid: Tensor)
 class Graphgpo(Method):
     """A = w_S·A^S + w_E·A^E: A^E the episode (GRPO) advantage, A^S GiGPO's step-group normalisation of
     R_t = 10·γ^d(s_{t+1}) − p·(1 − valid), d the fewest edges from the row's next state to ``success`` in its task
-    group's graph of observed transitions (GraphGPO Eq. 8 with the graph-path return; methods/FORMULAS.md#graphgpo)."""
+    group's graph of observed transitions (GiGPO's Eq. 8 joint advantage with the graph-path return, as
+    ``compute_graphgpo_outcome_advantage`` adapts it; methods/FORMULAS.md#graphgpo)."""
 
     Config = GraphgpoConfig
     requires = EPISODE_COLUMNS + ("obs_hash", "next_obs_hash")

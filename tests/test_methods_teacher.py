@@ -9,6 +9,7 @@ from synthetic import batch_from_rows
 
 from harness.core import registry
 from harness.core.typed import ConfigError
+from methods._segments import token_counts, token_stats
 
 A = 5.0 / (math.sqrt(50.0) + 1e-6)  # GRPO advantage of returns (10, 0) in a group of two rollouts
 
@@ -159,3 +160,13 @@ def test_rlsd_token_diagnostics():
     gaps = RLSD_GAPS + RLSD_GAPS[:2]
     assert diag["gap_mean"] == pytest.approx(sum(gaps) / 5, rel=1e-6)
     assert adv[1, 2:].abs().sum() == 0
+
+
+@pytest.mark.parametrize("values", [[1.3, 1.1, 1.2], [0.7, 0.9, 0.8], [0.7, 1.2, 1.0]])
+def test_token_stats_extremes_ignore_the_padding(values):
+    """Padding holds ``pad`` (1 for RLSD's weights); the extremes are the real tokens' whether they lie on one side of
+    it (the padding-filled recount) or both (the direct one)."""
+    x = torch.tensor([[values[0], values[1], 1.0], [values[2], 1.0, 1.0]])
+    mask = torch.tensor([[True, True, False], [True, False, False]])
+    stats = token_stats(x, mask, torch.tensor([True, True]), "w", token_counts(mask), pad=1.0)
+    assert (stats["w_min"], stats["w_max"]) == (pytest.approx(min(values)), pytest.approx(max(values)))

@@ -19,6 +19,10 @@ from torch import Tensor
 # "list" = a python list with one entry per row.
 TOKEN, PROMPT, ROW, LIST = "token", "prompt", "row", "list"
 
+# next_obs_hash of a won rollout's last segment: the goal node of a state graph, as GraphGPO's rollout loop writes
+# "success" there. Negative, so it never equals a hash (observation_hash keeps 63 bits: always ≥ 0).
+SUCCESS_STATE = -1
+
 
 @dataclass(frozen=True)
 class Column:
@@ -50,6 +54,8 @@ COLUMNS: dict[str, Column] = {
     "step_reward": Column(ROW, torch.float32, "r_t: env reward of this step"),
     "action_valid": Column(ROW, torch.bool, "the segment's action parsed (and was admissible, if required)"),
     "obs_hash": Column(ROW, torch.long, "hash of the observation text this segment answered (GiGPO)"),
+    "next_obs_hash": Column(ROW, torch.long, "hash of the observation that followed this segment's action, as "
+                            "obs_hash; SUCCESS_STATE on a won rollout's last segment (GraphGPO's state graph)"),
     # task
     "task_id": Column(LIST, None, "task id (str)"),
     "task_type": Column(LIST, None, "task type (str)"),

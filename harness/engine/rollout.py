@@ -15,7 +15,7 @@ from typing import Sequence
 import torch
 
 from envs.base import CREDIT_LABELS, Benchmark, Observation, Task, parse_action
-from harness.core.batch import StepBatch
+from harness.core.batch import SUCCESS_STATE, StepBatch
 from harness.policy.logprobs import pad_left, pad_right
 from harness.records.seeding import step_seed
 
@@ -154,6 +154,14 @@ def observation_hash(text: str) -> int:
     return int.from_bytes(hashlib.sha1(text.encode()).digest()[:8], "little") & 0x7FFFFFFFFFFFFFFF
 
 
+def next_state_hash(traj: Trajectory, k: int) -> int:
+    """The state after turn k: the observation it led to, or SUCCESS_STATE after a won rollout's last turn (the goal
+    node GraphGPO's rollout loop writes there, so every winning rollout ends in the same node)."""
+    if traj.won and k == len(traj.turns) - 1:
+        return SUCCESS_STATE
+    return observation_hash(traj.turns[k].next_observation)
+
+
 def to_step_batch(trajs: Sequence[Trajectory], pad_id: int) -> StepBatch:
     """One row per turn. Prompts are left-padded, responses right-padded (the log-prob scorer's layout)."""
     rows = [(traj, k, turn) for traj in trajs for k, turn in enumerate(traj.turns)]
@@ -177,6 +185,7 @@ def to_step_batch(trajs: Sequence[Trajectory], pad_id: int) -> StepBatch:
         step_reward=[turn.reward for _, _, turn in rows],
         action_valid=[turn.action_valid for _, _, turn in rows],
         obs_hash=[observation_hash(turn.observation) for _, _, turn in rows],
+        next_obs_hash=[next_state_hash(traj, k) for traj, k, _ in rows],
         task_id=[traj.task.task_id for traj, _, _ in rows],
         task_type=[traj.task.task_type for traj, _, _ in rows],
         # only where the benchmark labels its turns: a batch without the column gets no credit scores

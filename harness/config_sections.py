@@ -166,6 +166,12 @@ class TrainConfig(Checked):
     cpu_threads: int = field(default=0, metadata={
         "help": "torch intra-op threads on the CPU (0 = torch's default); 1 suits parallel tiny jobs", "range": ">= 0"})
 
+    @property
+    def updates_weights(self) -> bool:
+        """False at lr 0 (the grid's frozen control): AdamW then moves no weight, so the engine skips the update
+        (no reference scoring, backward or optimizer step) and the control costs only its rollouts and evals."""
+        return self.lr > 0
+
 
 @dataclass
 class EvalConfig(Checked):

@@ -134,7 +134,8 @@ class TrainConfig(Checked):
     section = "train"
 
     steps: int = field(default=200, metadata={"help": "RL steps", "range": ">= 1"})
-    lr: float = field(default=1e-6, metadata={"help": "AdamW learning rate", "range": ">= 0"})
+    lr: float = field(default=1e-6, metadata={
+        "help": "AdamW learning rate; 0 = the frozen control: no update runs (train.updates_weights)", "range": ">= 0"})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay", "range": ">= 0"})
     ppo_mini_batch: int = field(default=256, metadata={"help": "rows (segments) per optimiser step", "range": ">= 1"})
     ppo_micro_batch: int = field(default=8, metadata={

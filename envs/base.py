@@ -258,6 +258,13 @@ ask for it."""
         """The task text shown in every prompt (defaults to the first observation)."""
         return first_observation.text
 
+    def exact_success(self, score, tasks: Sequence[Task], history_length: int) -> list[float] | None:
+        """The policy's success probability on each task, computed rather than sampled (no evaluation noise), or
+        None where the benchmark cannot enumerate its states (the default). ``score(pairs)`` gives, for
+        ``(prompt, action)`` pairs, the probability that the policy answers the prompt with that action, at the
+        eval's sampling settings; ``history_length`` is the rollout's (the prompt may then hold past turns)."""
+        return None
+
     @abstractmethod
     def format_prompt(self, task_text: str, history: Sequence[tuple[str, str]], observation: Observation,
                       step: int, history_length: int) -> str:

@@ -134,7 +134,8 @@ class TrainConfig(Checked):
     section = "train"
 
     steps: int = field(default=200, metadata={"help": "RL steps", "range": ">= 1"})
-    lr: float = field(default=1e-6, metadata={"help": "AdamW learning rate", "range": ">= 0"})
+    lr: float = field(default=1e-6, metadata={
+        "help": "AdamW learning rate; 0 = the frozen control: no update runs (train.updates_weights)", "range": ">= 0"})
     weight_decay: float = field(default=0.01, metadata={"help": "AdamW weight decay", "range": ">= 0"})
     ppo_mini_batch: int = field(default=256, metadata={"help": "rows (segments) per optimiser step", "range": ">= 1"})
     ppo_micro_batch: int = field(default=8, metadata={
@@ -169,6 +170,12 @@ class TrainConfig(Checked):
         "longest wait by design, rank 0's evaluation while the others wait. Not part of the run's identity")})
     cpu_threads: int = field(default=0, metadata={
         "help": "torch intra-op threads on the CPU (0 = torch's default); 1 suits parallel tiny jobs", "range": ">= 0"})
+
+    @property
+    def updates_weights(self) -> bool:
+        """False at lr 0 (the grid's frozen control): AdamW then moves no weight, so the engine skips the update
+        (no reference scoring, backward or optimizer step) and the control costs only its rollouts and evals."""
+        return self.lr > 0
 
 
 @dataclass

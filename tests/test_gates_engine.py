@@ -1,5 +1,5 @@
 """The engine on Gates: a tiny model warm-started on the format expert, then RL steps with a teacher method and
-GiGPO (anchor states), and the frozen control of the grid (lr 0: the weights do not move)."""
+GiGPO (anchor states), and the frozen control of the grid (lr 0: the weights do not move, no update runs)."""
 from __future__ import annotations
 
 import json
@@ -39,9 +39,18 @@ def test_rl_steps_run_on_gates(models, tmp_path, method):
 
 
 def test_frozen_control_keeps_the_warm_start(models, tmp_path):
-    cfg = gates_config(tmp_path, models, train={"steps": 2, "lr": 0.0}, run_label="frozen")
+    cfg = gates_config(tmp_path, models, train={"steps": 2, "lr": 0.0}, run_label="frozen",
+                       rollout={"history_length": 0})
     run_dir = train(cfg)
     assert run_dir.parts[-2] == "frozen"
+    # lr 0 spends nothing on the update: no backward, no optimizer step (so no actor/ metrics either)
+    metrics = pd.read_csv(run_dir / "metrics.csv")
+    assert (metrics["time/update_s"] < 0.01).all() and not any(c.startswith("actor/") for c in metrics.columns)
+    # Gates' eval also gives each task's exact success probability (envs/gates/exact.py), beside the sampled one
+    evals = pd.read_csv(run_dir / "eval.csv")
+    assert evals["success_exact"].between(0, 1).all() and evals["success_exact"].notna().all()
+    final = json.loads((run_dir / "done.json").read_text())["final_eval"]
+    assert final["success_exact"] == pytest.approx(evals[evals.step == 2]["success_exact"].mean())
     from harness.policy.models import load_policy
     from harness.policy.source import tiny_model_dir
 

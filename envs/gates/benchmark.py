@@ -11,6 +11,7 @@ from typing import Sequence
 from envs.base import BENCHMARKS, Benchmark, Expert, Observation, PromptTemplate, Task, TaskPanel, TextBounds, TextEnv
 from envs.gates.config import GatesConfig
 from envs.gates.env import GatesEnv, GatesExpert, longest_texts, task_text
+from envs.gates.exact import exact_success
 from envs.gates.prompts import gates_template, render_prompt
 from envs.gates.skills import SKILLS
 from envs.gates.tasks import layouts, settings_digest
@@ -73,6 +74,14 @@ class GatesBenchmark(Benchmark):
 
     def text_bounds(self) -> TextBounds:
         return TextBounds(*longest_texts(self.config))
+
+    def exact_success(self, score, tasks: Sequence[Task], history_length: int) -> list[float] | None:
+        """P(win) of each task by a DP over its states (envs/gates/exact.py); None with history in the prompt,
+        where a state's prompt also depends on the path to it."""
+        if history_length > 0:
+            return None
+        return exact_success(tasks, score, lambda text, obs, steps: self.format_prompt(text, [], obs, steps, 0),
+                             self.config.key_at_gates, self.max_steps)
 
     def format_prompt(self, task_text: str, history: Sequence[tuple[str, str]], observation: Observation,
                       step: int, history_length: int) -> str:

@@ -6,7 +6,7 @@ difference between methods lives behind ``method.teacher``, ``method.advantages`
         batch = to_step_batch(trajectories) + old/ref log-probs
         batch = teacher.score(batch)                 # only if the method names a teacher context
         advantages = method.advantages(batch, step)
-        ppo_update(...)                              # PPO clip + KL + the method's auxiliary loss
+        ppo_update(...)                              # PPO clip + KL + the method's auxiliary loss (not at lr 0)
         log; checkpoint; every k steps evaluate on the frozen eval panel
 """
 from __future__ import annotations
@@ -59,11 +59,12 @@ def rl_step(ctx: RunContext, step: int) -> dict[str, float]:
     metrics["degenerate_group_frac"] = degenerate_group_fraction(learned)
 
     update_start = time.perf_counter()
-    metrics.update(ppo_update(ctx.model, ctx.optimizer, ctx.accelerator, batch, advantages, ctx.method, cfg.train,
-                              step, ctx.seeds.sampling))
-    # the gradients are spent: freed before the sync wakes the engine's weights (and before generation; memory plan)
-    ctx.optimizer.zero_grad(set_to_none=True)
-    distributed.sync_weights(ctx.backend, ctx.model)
+    if cfg.train.updates_weights:  # at lr 0 (the frozen control) the update could not move a weight: skipped
+        metrics.update(ppo_update(ctx.model, ctx.optimizer, ctx.accelerator, batch, advantages, ctx.method,
+                                  cfg.train, step, ctx.seeds.sampling))
+        # the gradients are spent: freed before the sync wakes the engine's weights (and before generation)
+        ctx.optimizer.zero_grad(set_to_none=True)
+        distributed.sync_weights(ctx.backend, ctx.model)
     metrics.update({"time/generation_s": timing.generation_s, "time/env_s": timing.env_s,
                     "time/prompt_s": timing.prompt_s, "time/teacher_s": teacher_s,
                     "time/update_s": time.perf_counter() - update_start, "time/step_s": time.perf_counter() - start,
@@ -80,7 +81,7 @@ def _scored_batch(ctx: RunContext, trajs):
     batch = rollout.to_step_batch(trajs, ctx.tokenizer.pad_token_id)
     old_logp = score(ctx.model, batch, cfg.train.ppo_micro_batch, ctx.device, ctx.precision)
     batch = batch.with_columns(old_logp=old_logp)
-    if ctx.reference is not None:
+    if ctx.reference is not None and cfg.train.updates_weights:  # only the update's KL term reads ref_logp
         batch = batch.with_columns(ref_logp=ctx.reference.logprobs(batch, cfg.train.ppo_micro_batch))
     metrics = {"logp_gap": float(masked_mean((old_logp - batch.rollout_logp).abs(), batch.response_mask))}
     teacher_start = time.perf_counter()

@@ -83,8 +83,12 @@ def write_tables(results: Results, ctx: tables.Context, tables_dir: Path) -> tup
     """Every table; returns the paths and the rliable tidy frames (the figures reuse them)."""
     out: list[Path] = []
     benchmarks = tables.benchmarks_of(results, ctx)
+    exact = [render.benchmark_name(b) for b in benchmarks if tables.exact_for(results, b)]
     _write(out, tables.main_table(results, ctx), tables_dir, "main",
-           "Success % of the final evaluation, mean ± 95% CI (Student t) over seeds; paper = arXiv 2610.00838")
+           "Success % of the final evaluation, mean ± 95% CI (Student t) over seeds; paper = arXiv 2610.00838"
+           + (f". {', '.join(exact)}: the policy's exact success probability at the eval temperature, averaged over "
+              f"the eval panel (no episode sampling noise; envs/gates/exact.py), the sampled episodes' rate beside it"
+              if exact else ""))
     gain_tables(results, ctx, tables_dir, out)
     for bench in benchmarks:
         episodes = results.final_episodes[results.final_episodes["benchmark"] == bench]

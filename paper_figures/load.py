@@ -21,7 +21,9 @@ EVAL_COLUMNS = ["step", "task_id", "task_type", "success", "score", "return", "l
 
 @dataclass
 class Results:
-    runs: pd.DataFrame  # one row per finished run: RUN_KEYS, steps, wall_time_s, success, score, run_dir
+    # one row per finished run: RUN_KEYS, steps, wall_time_s, success (exact where the benchmark gives it),
+    # success_sampled (the final evaluation's episodes), score, run_dir
+    runs: pd.DataFrame
     evals: pd.DataFrame  # every eval episode: RUN_KEYS + EVAL_COLUMNS + final (bool)
     metrics: pd.DataFrame  # every training step: RUN_KEYS + step + the engine's metric columns
 
@@ -61,9 +63,15 @@ def _read_csv(path: Path) -> pd.DataFrame | None:
 
 
 def _run_row(done: dict, run_dir: Path, final: pd.DataFrame | None) -> dict:
-    """Final success/score: the mean over the final evaluation's episodes, else done.json's summary."""
+    """Final success/score: the mean over the final evaluation's episodes, else done.json's summary. Where the
+    benchmark computed the policy's exact success probability per task (Gates: ``success_exact``), that is the
+    run's success, without the episodes' sampling noise; the sampled rate stays beside it (``success_sampled``)."""
     summary = done.get("final_eval") or {}
-    success = final["success"].mean() if final is not None and len(final) else summary.get("success")
+    have_episodes = final is not None and len(final)
+    sampled = final["success"].mean() if have_episodes else summary.get("success")
+    exact = (final["success_exact"].mean() if have_episodes and "success_exact" in final
+             and final["success_exact"].notna().all() else summary.get("success_exact"))
+    success = sampled if exact is None or pd.isna(exact) else exact
     score = final["score"].mean() if final is not None and len(final) else summary.get("score")
     return {
         "benchmark": done["benchmark"],
@@ -73,6 +81,7 @@ def _run_row(done: dict, run_dir: Path, final: pd.DataFrame | None) -> dict:
         "steps": done.get("steps"),
         "wall_time_s": done.get("wall_time_s"),
         "success": float("nan") if success is None else float(success),
+        "success_sampled": float("nan") if sampled is None else float(sampled),
         "score": float("nan") if score is None else float(score),
         "run_dir": str(run_dir),
     }
@@ -142,7 +151,8 @@ def load_runs(root: str | Path) -> Results:
         rows.append(row)
         evals += [] if run_evals is None else [run_evals]
         metrics += [] if run_metrics is None else [run_metrics]
-    runs = pd.DataFrame(rows, columns=[*RUN_KEYS, "method_name", "steps", "wall_time_s", "success", "score",
+    runs = pd.DataFrame(rows, columns=[*RUN_KEYS, "method_name", "steps", "wall_time_s", "success", "success_sampled",
+                                       "score",
                                        "env_failures", "run_dir"])
     return Results(
         runs=runs,

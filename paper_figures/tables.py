@@ -76,6 +76,8 @@ def main_table(results: Results, ctx: Context) -> tuple[pd.DataFrame, pd.DataFra
                          "ci95_pct": half * 100, "paper_success_pct": paper_mean, "paper_plus_minus": paper_pm})
             name = render.benchmark_name(bench)
             line[f"{name} (ours)"] = cell
+            if exact_for(results, bench):  # the primary number is exact: the sampled rate beside it
+                line[f"{name} (sampled)"] = _cell(runs["success_sampled"], ctx.n_expected(bench, method))[0]
             line[f"{name} (paper)"] = render.fmt_pm(paper_mean, paper_pm, digits=2, scale=1.0)
         display.append(line)
     display = render.add_roles(pd.DataFrame(display), methods)
@@ -216,8 +218,15 @@ def rliable_note(tidy: pd.DataFrame, baseline: str) -> str:
     return f"P intervals: m = {m} arms compared with {render.method_name(baseline)}, each at {confidence:.2%}"
 
 
+def exact_for(results: Results, benchmark: str) -> bool:
+    """Whether the runs of ``benchmark`` report an exact success (their success differs from the sampled rate)."""
+    runs = results.runs[results.runs["benchmark"] == benchmark]
+    return "success_sampled" in runs and bool((runs["success"] != runs["success_sampled"]).any())
+
+
 def runs_table(results: Results, ctx: Context):
-    """One row per finished run: its final success and score, the numbers ``--against`` compares."""
+    """One row per finished run: its final success (exact where the benchmark gives it) and score, the numbers
+    ``--against`` compares."""
     columns = ["benchmark", "method", "seed", "steps", "success", "score"]
     tidy = results.runs[columns].sort_values(["benchmark", "method", "seed"]).reset_index(drop=True)
     display = tidy.assign(Method=[render.method_name(m) for m in tidy["method"]],

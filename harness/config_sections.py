@@ -222,6 +222,9 @@ class GridConfig(Checked):
         metadata={"help": (
             "a method is a registry name, or a mapping {name: ..., option: value} for a variant (e.g. a λ sweep)")},
     )
+    published: str = field(default="sharpo_2610.00838.csv", metadata={
+        "help": "the published numbers the main table prints beside the grid's: a CSV in paper_figures/reference/ "
+                "(benchmark, method, success_pct, plus_minus, source, notes)"})
     gpus: int = field(default=1, metadata={
         "help": "GPUs one train job asks the scheduler for (Snakemake resources; SLURM gets the same)",
         "range": ">= 0"})

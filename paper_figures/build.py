@@ -52,7 +52,8 @@ def write_tables(results: Results, ctx: tables.Context, tables_dir: Path) -> tup
     out: list[Path] = []
     benchmarks = tables.benchmarks_of(results, ctx)
     _write(out, tables.main_table(results, ctx), tables_dir, "main",
-           "Success % of the final evaluation, mean ± 95% CI (Student t) over seeds; paper = arXiv 2610.00838")
+           "Success % of the final evaluation, mean ± 95% CI (Student t) over seeds; paper = "
+           + tables.reference_sources(ctx.reference))
     _write(out, control.control_table(results, ctx), tables_dir, "gain_over_frozen",
            "Final success minus the frozen (lr 0) control's, paired by seed: mean ± 95% CI (Student t) over seeds")
     _write(out, control.control_table(results, ctx, control=ctx.baseline), tables_dir, f"gain_over_{ctx.baseline}",
@@ -130,7 +131,8 @@ def build(runs_dir: str | Path = "results/runs", out_dir: str | Path = "results"
     out_dir = Path(out_dir)
     results, stale_paths = drop_stale(results, profile, config_dir, out_dir / "tables")
     expected, order = expected_runs(profile, config_dir)
-    ctx = tables.Context(expected=expected, reference=tables.load_reference(), order=order, baseline=baseline,
+    reference = tables.load_reference(tables.reference_of(profile, config_dir))  # the profile's grid.published
+    ctx = tables.Context(expected=expected, reference=reference, order=order, baseline=baseline,
                          reps=reps, seed=seed, notes=premise.notes(results.metrics))
     for (bench, method), text in ctx.notes.items():
         print(f"paper_figures: warning: {render.benchmark_name(bench)} {render.method_name(method)}: {text}")

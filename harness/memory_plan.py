@@ -34,10 +34,10 @@ response positions
   The scoring forward of a method with a teacher holds rows of s + ``rollout.teacher_context_tokens`` tokens
   (the teacher's privileged prompts).
 * vLLM: ``backend.gpu_memory_utilization`` × the GPU's memory, held during generation only. The backend sleeps
-  the engine after each generation (:mod:`harness.policy.backends.vllm`, ``sleep(level=1)``: weights to CPU memory, KV
-  cache freed), so the update phases do not hold it; what a sleeping engine keeps (its CUDA graphs, the CUDA
-  context) is left to the reserve row. The ``hf`` backend instead holds a KV cache for its generation batch and
-  one layer's prefill activations, on top of the policy it runs.
+  the engine after each generation (:mod:`harness.policy.backends.vllm`, ``backend.sleep_level``: weights discarded
+  or moved to CPU memory, KV cache freed), so the update phases do not hold it; what a sleeping engine keeps (its
+  CUDA graphs, the CUDA context) is left to the reserve row. The ``hf`` backend instead holds a KV cache for its
+  generation batch and one layer's prefill activations, on top of the policy it runs.
 * Syncing the weights into the engine (its weights awake, its KV cache not) holds less than generation does, and
   is not a phase of its own here.
 * Gradients are released after each update (:func:`harness.engine.trainer.rl_step` sets them to None), so generation

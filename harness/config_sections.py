@@ -168,7 +168,8 @@ class TrainConfig(Checked):
     process_group_timeout_min: float = field(default=30.0, metadata={"range": "(0, 1440]", "help": (
         "train.strategy=fsdp: minutes one collective (NCCL on GPUs, gloo on the CPU) waits for the other ranks before "
         "the run fails, so a hung rank costs this long on every GPU (was 3 h: 24 GPU-hours on 8). It must exceed the "
-        "longest wait by design, rank 0's evaluation while the others wait. Not part of the run's identity")})
+        "longest wait by design, one rank's share of a rollout or an evaluation outlasting another's. Not part of "
+        "the run's identity")})
     memory_reserve_gib: float = field(default=6.0, metadata={"range": "[0, 64]", "help": (
         "GiB the memory plan keeps free on every GPU in every phase for what it does not count: the CUDA context "
         "(~0.5-1), the CUDA graphs a sleeping vLLM engine keeps (1-3), NCCL buffers (~1) and the allocator's "

@@ -239,7 +239,13 @@ class GridConfig(Checked):
     mem_mb: int = field(default=64_000, metadata={"help": "memory (MB) one train job asks for", "range": ">= 1"})
     threads: int = field(default=8, metadata={"help": "CPU threads one train job asks for", "range": ">= 1"})
     runtime_min: int = field(default=24 * 60, metadata={
-        "help": "wall-time limit (minutes) one train job asks for", "range": ">= 1"})
+        "help": "wall time (minutes) a run needs; one train job asks for it, unless slice_min cuts it into slices",
+        "range": ">= 1"})
+    slice_min: int | None = field(default=None, metadata={
+        "help": "longest one train job may run (the partition's time limit): a longer run becomes a chain of "
+                "ceil(runtime_min / slice_min) jobs, each resuming from the checkpoint the previous one saved at "
+                "SLURM's SIGTERM (harness/job_slices.py); null = one job of runtime_min; "
+                "`snakemake --config slice_min=N` overrides it", "range": ">= 1"})
     frozen_control: bool = field(default=False, metadata={
         "help": "add one run per benchmark and seed at train.lr = 0, labelled `frozen`: the warm start evaluated on "
                 "the same tasks with the same sampling seeds, the control each method's gain is measured against"})

@@ -42,13 +42,12 @@ def reference_of(profile: str | None, config_dir: str | Path = "config") -> Path
     paper_figures/reference/); the SHARPO paper's without a profile."""
     if profile is None:
         return REFERENCE_CSV
-    from harness.config_sections import GridConfig
-    from harness.core.typed import ConfigError, build_dataclass
+    from harness.core.typed import ConfigError
     from harness.grid.runs import profile_path
-    from harness.validation import read_profile
+    from harness.job_slices import grid_section
 
     path = profile_path(profile, config_dir)
-    grid = build_dataclass(GridConfig, read_profile(path).get("grid") or {}, where="grid")
+    grid = grid_section(path)
     found = REFERENCE_CSV.parent / grid.published
     if not found.is_file():
         shipped = sorted(p.name for p in REFERENCE_CSV.parent.glob("*.csv"))

@@ -22,6 +22,8 @@ Config keys (``--config key=value``):
                  harness train``); it gets
                  ``--config <profile.yaml> --resume benchmark=... method=... [method.<opt>=...] seed=...``
     reps         bootstrap resamples for the rliable statistics (default 2000)
+    slice_min    longest one train job may run (your partition's time limit; default: the profile's
+                 grid.slice_min): a longer run is a chain of jobs, each resuming the run (harness/job_slices.py)
 
 A finished run folder holds ``done.json`` (written last by the engine), the train job's only output: a run whose
 ``done.json`` exists is not re-run, so killing snakemake and starting it again finishes only the missing runs —
@@ -40,6 +42,7 @@ sys.path.insert(0, workflow.basedir)  # harness and paper_figures from this chec
 from harness.gpu_slots import job_threads, train_command, wrapper_prefix  # noqa: E402
 from harness.grid.runs import load_grid  # noqa: E402
 from harness.grid.identity import grid_identities  # noqa: E402
+from harness.job_slices import job_slices  # noqa: E402
 
 PROFILE = str(config.get("profile", "cpu"))
 CONFIG_DIR = str(config.get("config_dir", "config"))
@@ -50,6 +53,8 @@ RESULTS = str(config.get("results", f"results/{GRID.profile}"))  # tables, figur
 TRAIN_CMD = str(config.get("train_cmd", train_command(sys.executable, GRID.resources["strategy"], GRID.resources["gpus"])))
 PYTHON = shlex.quote(sys.executable)
 RUN_DIR = RUNS + "/{benchmark}/{label}/seed{seed}"
+# a run longer than one job may last: slices of slice_min minutes, each resumed by a retry (harness/job_slices.py)
+SLICES = job_slices(GRID.profile_path, config.get("slice_min"))
 IDENTITY = grid_identities(GRID)  # run key -> config identity (harness.records.protocol.config_hash), ~10 ms a run
 # Local runs: each train job gets its own GPUs out of the --resources gpu=G declared (harness/gpu_slots.py), and
 # threads shared so that the cores never hold back a free GPU. A cluster executor places jobs itself.
@@ -101,12 +106,19 @@ rule train:
     resources:
         gpu=GRID.resources["gpus"],
         mem_mb=GRID.resources["mem_mb"],
-        runtime=GRID.resources["runtime_min"],
+        runtime=SLICES.slice_min,
     shell:
         # --resume: a run cut off earlier (killed, preempted, crashed) continues from its last checkpoint;
         # --restart-if-changed: a folder made under another protocol (the profile changed) is started over.
         # TRAIN_CMD is not a param: changing the command alone must not retrain finished runs.
         "{GPU_SLOTS}{TRAIN_CMD} --config {params.profile} --resume --restart-if-changed {params.overrides} > {log} 2>&1"
+
+
+onstart:
+    # A slice ends with SLURM's SIGTERM: the run saves and exits 75, and a retry resumes it. Every slice after the
+    # first is a retry of the train job, on top of the --retries a profile allows for failures; set here because
+    # --retries is known only once the workflow starts, not while the rules are read.
+    rules.train.rule.restart_times = SLICES.retries(workflow.execution_settings.retries)
 
 
 rule paper_figures:

@@ -90,9 +90,11 @@ class BackendConfig(Checked):
                 "rollout.max_response_tokens)", "range": ">= 1"})
     enforce_eager: bool = field(default=False, metadata={
         "help": "vllm: skip CUDA-graph capture (faster start, slower decode)"})
-    sleep_level: int = field(default=1, metadata={
-        "help": "vllm: 1 = the sleeping engine's weights go to CPU memory and back; 2 = they are discarded (the sync "
-                "rewrites them), checked against the trainer's log-probs after every sync", "range": "[1, 2]"})
+    sleep_level: int | None = field(default=None, metadata={
+        "help": "vllm: 2 = the sleeping engine's weights are discarded and every sync re-sends them (verl's and TRL's "
+                "default: no 15 GB copy to the CPU and back a step), checked against the trainer's log-probs after "
+                "every sync; 1 = they go to CPU memory and back; null = 2, or 1 under LoRA (its sync sends the "
+                "adapter only, never the base)", "range": "[1, 2]"})
 
 
 @dataclass
@@ -167,7 +169,13 @@ class TrainConfig(Checked):
     process_group_timeout_min: float = field(default=30.0, metadata={"range": "(0, 1440]", "help": (
         "train.strategy=fsdp: minutes one collective (NCCL on GPUs, gloo on the CPU) waits for the other ranks before "
         "the run fails, so a hung rank costs this long on every GPU (was 3 h: 24 GPU-hours on 8). It must exceed the "
-        "longest wait by design, rank 0's evaluation while the others wait. Not part of the run's identity")})
+        "longest wait by design, one rank's share of a rollout or an evaluation outlasting another's. Not part of "
+        "the run's identity")})
+    memory_reserve_gib: float = field(default=6.0, metadata={"range": "[0, 64]", "help": (
+        "GiB the memory plan keeps free on every GPU in every phase for what it does not count: the CUDA context "
+        "(~0.5-1), the CUDA graphs a sleeping vLLM engine keeps (1-3), NCCL buffers (~1) and the allocator's "
+        "fragmentation; 6-8 is typical, `scripts/gpu_check.sh` measures the real figure. Planning only: not part "
+        "of the run's identity")})
     cpu_threads: int = field(default=0, metadata={
         "help": "torch intra-op threads on the CPU (0 = torch's default); 1 suits parallel tiny jobs", "range": ">= 0"})
 
@@ -229,13 +237,22 @@ class GridConfig(Checked):
         metadata={"help": (
             "a method is a registry name, or a mapping {name: ..., option: value} for a variant (e.g. a λ sweep)")},
     )
+    published: str = field(default="sharpo_2610.00838.csv", metadata={
+        "help": "the published numbers the main table prints beside the grid's: a CSV in paper_figures/reference/ "
+                "(benchmark, method, success_pct, plus_minus, source, notes)"})
     gpus: int = field(default=1, metadata={
         "help": "GPUs one train job asks the scheduler for (Snakemake resources; SLURM gets the same)",
         "range": ">= 0"})
     mem_mb: int = field(default=64_000, metadata={"help": "memory (MB) one train job asks for", "range": ">= 1"})
     threads: int = field(default=8, metadata={"help": "CPU threads one train job asks for", "range": ">= 1"})
     runtime_min: int = field(default=24 * 60, metadata={
-        "help": "wall-time limit (minutes) one train job asks for", "range": ">= 1"})
+        "help": "wall time (minutes) a run needs; one train job asks for it, unless slice_min cuts it into slices",
+        "range": ">= 1"})
+    slice_min: int | None = field(default=None, metadata={
+        "help": "longest one train job may run (the partition's time limit): a longer run becomes a chain of "
+                "ceil(runtime_min / slice_min) jobs, each resuming from the checkpoint the previous one saved at "
+                "SLURM's SIGTERM (harness/job_slices.py); null = one job of runtime_min; "
+                "`snakemake --config slice_min=N` overrides it", "range": ">= 1"})
     frozen_control: bool = field(default=False, metadata={
         "help": "add one run per benchmark and seed at train.lr = 0, labelled `frozen`: the warm start evaluated on "
                 "the same tasks with the same sampling seeds, the control each method's gain is measured against"})

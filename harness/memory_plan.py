@@ -3,9 +3,9 @@
 ``python -m harness plan --config config/paper.yaml [overrides] [--gpu-gib 80]`` prints it; ``train`` checks the
 same plan on a CUDA device at start-up (:func:`harness.preflight.check_start_up`) and refuses a plan that does not
 fit. The model is built on the meta device from ``model.source``'s ``config.json`` (no weights are read), or, where
-that folder is not on this machine, from the shipped ``harness/model_configs/Qwen2.5-7B-Instruct.json`` (said so
-in the plan's first line). LoRA adapters are attached with peft on the meta device, so the trained-parameter count
-is peft's own.
+that folder is not on this machine, from the shipped ``harness/model_configs/<folder name>.json`` (Qwen2.5-7B- and
+1.5B-Instruct; said so in the plan's first line). LoRA adapters are attached with peft on the meta device, so the
+trained-parameter count is peft's own.
 
 The scheme the plan assumes (P parameters, T of them trained, k = grid.gpus under ``train.strategy=fsdp``, else 1;
 c = bytes of ``model.dtype``, the compute dtype):
@@ -34,16 +34,18 @@ response positions
   The scoring forward of a method with a teacher holds rows of s + ``rollout.teacher_context_tokens`` tokens
   (the teacher's privileged prompts).
 * vLLM: ``backend.gpu_memory_utilization`` × the GPU's memory, held during generation only. The backend sleeps
-  the engine after each generation (:mod:`harness.policy.backends.vllm`, ``sleep(level=1)``: weights to CPU memory, KV
-  cache freed), so the update phases do not hold it; what a sleeping engine keeps (its CUDA graphs, the CUDA
-  context) is left to the reserve row. The ``hf`` backend instead holds a KV cache for its generation batch and
-  one layer's prefill activations, on top of the policy it runs.
+  the engine after each generation (:mod:`harness.policy.backends.vllm`, ``backend.sleep_level``: weights discarded
+  or moved to CPU memory, KV cache freed), so the update phases do not hold it; what a sleeping engine keeps (its
+  CUDA graphs, the CUDA context) is left to the reserve row. The ``hf`` backend instead holds a KV cache for its
+  generation batch and one layer's prefill activations, on top of the policy it runs.
 * Syncing the weights into the engine (its weights awake, its KV cache not) holds less than generation does, and
   is not a phase of its own here.
 * Gradients are released after each update (:func:`harness.engine.trainer.rl_step` sets them to None), so generation
   does not hold them.
-* A reserve of 5% of the GPU in every phase: CUDA context, NCCL buffers, allocator fragmentation. An allowance,
-  not a measurement; ``scripts/gpu_check.sh`` prints measured peaks next to this plan's.
+* A reserve of ``train.memory_reserve_gib`` (default 6 GiB) in every phase: the CUDA context, the CUDA graphs a
+  sleeping vLLM engine keeps, NCCL buffers, allocator fragmentation; 6-8 GiB is typical of a colocated FSDP +
+  vLLM run (it was 5% of the GPU, 4 GiB of an 80 GB one, below that). An allowance, not a measurement;
+  ``scripts/gpu_check.sh`` prints measured peaks next to this plan's.
 
 The peak is the largest phase; the plan fits when it is at most the GPU's memory.
 """
@@ -59,8 +61,8 @@ from pathlib import Path
 from harness.memory_rows import GIB, LOGITS_BACKWARD_EXTRA_BYTES, MASTER_BYTES, PHASES, Row, Shape, layout_rows
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-RESERVE_FRACTION = 0.05
-SHIPPED_CONFIG = Path(__file__).parent / "model_configs" / "Qwen2.5-7B-Instruct.json"
+SHIPPED_CONFIGS = Path(__file__).parent / "model_configs"  # one config.json per model a shipped profile names
+SHIPPED_CONFIG = SHIPPED_CONFIGS / "Qwen2.5-7B-Instruct.json"  # the paper profile's (scripts/gpu_check.py)
 EXIT_DOES_NOT_FIT = 3
 
 
@@ -104,8 +106,8 @@ class Plan:
 # ---------------------------------------------------------------------------------------------------------
 # the model, on the meta device
 def model_config(cfg):
-    """``(transformers config, where it came from)`` for ``cfg.model``; the shipped 7B config where the folder is
-    not here."""
+    """``(transformers config, where it came from)`` for ``cfg.model``; the shipped config of the same name where the
+    folder is not here."""
     from transformers import AutoConfig
 
     if cfg.model.source == "tiny":
@@ -116,15 +118,27 @@ def model_config(cfg):
     path = Path(cfg.model.source) / "config.json"
     source = str(path)
     if not path.is_file():
-        source = (f"{SHIPPED_CONFIG.relative_to(Path(__file__).parent.parent)}, the shipped copy: "
-                  f"{path} is not on this machine")
-        path = SHIPPED_CONFIG
+        path = shipped_config(cfg.model.source)
+        source = f"{path.relative_to(Path(__file__).parent.parent)}, the shipped copy: {source} is not on this machine"
     raw = json.loads(path.read_text())
     if "model_type" not in raw:
         from harness.core.typed import ConfigError
 
         raise ConfigError(f"{path} has no model_type; model.source must be a Hugging Face checkpoint folder")
     return AutoConfig.for_model(raw.pop("model_type"), **raw), source
+
+
+def shipped_config(model_source: str) -> Path:
+    """The shipped config.json named like ``model_source``'s folder; a ConfigError naming the shipped ones, else (a
+    plan of another model's shape would be a wrong plan that says it fits)."""
+    path = SHIPPED_CONFIGS / f"{Path(model_source).name}.json"
+    if path.is_file():
+        return path
+    from harness.core.typed import ConfigError
+
+    shipped = sorted(p.stem for p in SHIPPED_CONFIGS.glob("*.json"))
+    raise ConfigError(f"model.source={model_source!r} has no config.json on this machine and no shipped copy is named "
+                      f"{path.name} (shipped: {shipped}): download the model folder, or put its config.json there")
 
 
 def model_shape(cfg) -> Shape:
@@ -187,8 +201,8 @@ def make_plan(cfg, gpu_gib: float) -> Plan:
     rows = _state_rows(cfg, shape, k, c, lora) + [_reference_row(cfg, shape, k, c, lora)]
     rows += _activation_rows(cfg, shape, c) + [_generation_row(cfg, shape, c, gpu_gib)]
     rows += _layout_rows(cfg, shape, rows, k, c)
-    rows.append(Row(f"reserve: CUDA context, NCCL, fragmentation ({RESERVE_FRACTION:.0%} allowance)",
-                    int(RESERVE_FRACTION * gpu_gib * GIB), tuple(PHASES), allowance=True))
+    rows.append(Row("reserve: CUDA context and graphs, NCCL, fragmentation (train.memory_reserve_gib allowance)",
+                    int(cfg.train.memory_reserve_gib * GIB), tuple(PHASES), allowance=True))
     what = (f"LoRA rank {cfg.model.lora_rank} ({shape.trained:,} trained)" if lora else
             f"full fine-tune ({shape.trained:,} trained)")
     where = f"FSDP over {k} GPUs" if cfg.train.strategy == "fsdp" else "one GPU"

@@ -85,7 +85,8 @@ def write_tables(results: Results, ctx: tables.Context, tables_dir: Path) -> tup
     benchmarks = tables.benchmarks_of(results, ctx)
     exact = [render.benchmark_name(b) for b in benchmarks if tables.exact_for(results, b)]
     _write(out, tables.main_table(results, ctx), tables_dir, "main",
-           "Success % of the final evaluation, mean ± 95% CI (Student t) over seeds; paper = arXiv 2610.00838"
+           "Success % of the final evaluation, mean ± 95% CI (Student t) over seeds; paper = "
+           + tables.reference_sources(ctx.reference)
            + (f". {', '.join(exact)}: the policy's exact success probability at the eval temperature, averaged over "
               f"the eval panel (no episode sampling noise; envs/gates/exact.py), the sampled episodes' rate beside it"
               if exact else ""))
@@ -165,7 +166,8 @@ def build(runs_dir: str | Path = "results/runs", out_dir: str | Path = "results"
     out_dir = Path(out_dir)
     results, stale_paths = drop_stale(results, profile, config_dir, out_dir / "tables")
     expected, order = expected_runs(profile, config_dir)
-    ctx = tables.Context(expected=expected, reference=tables.load_reference(), order=order, baseline=baseline,
+    reference = tables.load_reference(tables.reference_of(profile, config_dir))  # the profile's grid.published
+    ctx = tables.Context(expected=expected, reference=reference, order=order, baseline=baseline,
                          reps=reps, seed=seed, notes=premise.notes(results.metrics))
     for (bench, method), text in ctx.notes.items():
         print(f"paper_figures: warning: {render.benchmark_name(bench)} {render.method_name(method)}: {text}")

@@ -37,6 +37,30 @@ def load_reference(path: Path = REFERENCE_CSV) -> pd.DataFrame:
     return pd.read_csv(path)
 
 
+def reference_of(profile: str | None, config_dir: str | Path = "config") -> Path:
+    """The published numbers a profile's main table prints beside its own (``grid.published``, a file in
+    paper_figures/reference/); the SHARPO paper's without a profile."""
+    if profile is None:
+        return REFERENCE_CSV
+    from harness.core.typed import ConfigError
+    from harness.grid.runs import profile_path
+    from harness.job_slices import grid_section
+
+    path = profile_path(profile, config_dir)
+    grid = grid_section(path)
+    found = REFERENCE_CSV.parent / grid.published
+    if not found.is_file():
+        shipped = sorted(p.name for p in REFERENCE_CSV.parent.glob("*.csv"))
+        raise ConfigError(f"{path}: grid.published={grid.published!r} is not a file in {REFERENCE_CSV.parent} "
+                          f"(there: {shipped}); add the CSV there or name one of these")
+    return found
+
+
+def reference_sources(reference: pd.DataFrame) -> str:
+    """The papers a reference table quotes, for a caption: ``arXiv 2505.10978 (GiGPO); arXiv 2602.22817 (HGPO)``."""
+    return "; ".join(dict.fromkeys(str(source).split(",")[0] for source in reference["source"]))
+
+
 def benchmarks_of(results: Results, ctx: Context) -> list[str]:
     return sorted(set(results.runs["benchmark"]) | set(ctx.expected["benchmark"]))
 

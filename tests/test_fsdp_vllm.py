@@ -25,6 +25,7 @@ def _launch(work: Path, *overrides: str) -> list[list[dict]]:
                PYTHONPATH=os.pathsep.join([str(STAND_IN), str(ROOT), env.get("PYTHONPATH", "")]))
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "-m",
                "harness", "train", "--config", "config/smoke.yaml", "train.strategy=fsdp", "backend.name=vllm",
+               "backend.sleep_level=1",  # level 2's probe needs an engine that scores: the stand-in only records
                "model.dtype=float32", "tracking.enabled=false", "eval.panel_size=2", "alfworld.max_steps=4",
                f"output_dir={work}/runs", f"model.cache_dir={work}/models", *overrides]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)

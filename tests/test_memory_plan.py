@@ -165,3 +165,24 @@ def test_the_plan_command_prints_the_layout_rows_and_its_verdict():
     assert "cached-but-free blocks at the engine's wake" in done.stdout
     assert "root unit's gradients in fp32" in done.stdout
     assert PEAK.match(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_reserve_is_train_memory_reserve_gib_in_every_phase_and_decides_the_fit():
+    """6 GiB by default (CUDA context and graphs, NCCL, fragmentation: 6-8 is typical; 5% of 80 GB was 4), the same
+    on any GPU, and counted in the fit; it is planning only, never part of a run's identity."""
+    from harness.memory_rows import GIB, PHASES
+    from harness.records.identity import config_identity
+
+    cfg = load_config("config/paper_1p5b.yaml")
+    for gpu_gib in (80, 139):
+        (reserve,) = [r for r in memory_plan.make_plan(cfg, gpu_gib).rows if r.allowance]
+        assert reserve.bytes == 6 * GIB and set(reserve.phases) == set(PHASES)
+    base = memory_plan.make_plan(cfg, 80)
+    roomy = load_config("config/paper_1p5b.yaml", ["train.memory_reserve_gib=8"])
+    assert memory_plan.make_plan(roomy, 80).peak_gib() == pytest.approx(base.peak_gib() + 2)
+    needed = 80 - base.peak_gib(reserve=False)  # the largest reserve that still fits
+    assert memory_plan.make_plan(load_config("config/paper_1p5b.yaml", [f"train.memory_reserve_gib={needed - 0.1}"]),
+                                 80).fits
+    assert not memory_plan.make_plan(load_config("config/paper_1p5b.yaml",
+                                                 [f"train.memory_reserve_gib={needed + 0.1}"]), 80).fits
+    assert config_identity(roomy) == config_identity(cfg)

@@ -68,7 +68,7 @@ def test_a_one_gpu_paper_run_asks_for_one_gpu_on_one_node():
     grid = load_grid("paper_lora", REPO / "config")  # the LoRA variant: one GPU a run
     call = sbatch_call(resolved_train_resources("--config", "profile=paper_lora"), grid.resources["threads"])
     options = sbatch_options(call)
-    assert options["-p"] == "gpu" and options["-t"] == "9000" and options["--mem"] == "96000"
+    assert options["-p"] == "gpu" and options["-t"] == "2880" and options["--mem"] == "96000"  # a 48 h slice of ~150 h
     assert options["--cpus-per-task"] == "16" and options["--gpus"] == "1" and options["--nodes"] == "1"
     assert "--ntasks-per-gpu" not in call  # the srun conflict of plugin 1.9.2 (issue #373)
 

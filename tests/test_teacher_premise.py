@@ -16,7 +16,7 @@ from harness.engine.teacher import PremiseMonitor, premise_metrics
 from harness.engine.teacher_budget import check_teacher_budget, context_tokens_needed, worst_case_context
 from tests.profiles import CONFIG_DIR
 
-PROFILES = ("cpu", "tiny", "smol", "smoke", "paper", "paper_lora")
+PROFILES = ("cpu", "tiny", "smol", "smoke", "paper", "paper_lora", "paper_1p5b")
 TEACHERS = sorted({cls.teacher for cls in map(registry.get, registry.available()) if cls.teacher is not None})
 
 

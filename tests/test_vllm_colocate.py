@@ -104,7 +104,7 @@ def collapse(calls: list[str]) -> list[str]:
 def test_each_step_sleeps_for_the_update_and_wakes_weights_then_kv_cache(tmp_path, monkeypatch, fake_vllm):
     import harness.engine.trainer
 
-    cfg = toy_config(tmp_path, backend={"name": "vllm"}, train={"steps": 2, "checkpoint_every": 10},
+    cfg = toy_config(tmp_path, backend={"name": "vllm", "sleep_level": 1}, train={"steps": 2, "checkpoint_every": 10},
                      eval={"every": 10, "at_start": False})
     real_update = harness.engine.trainer.ppo_update
 
@@ -178,6 +178,49 @@ def test_sleep_level_2_is_checked_against_the_trainers_logprobs_after_each_sync(
         ctx.backend.sync_weights(ctx.model)
         assert ctx.backend.probe_gaps == [pytest.approx(0.0, abs=1e-6)]
         assert collapse(RecordingLLM.calls)[-4:] == ["reload_weights", "empty_cache", "wake_up(['kv_cache'])", "probe"]
+    ctx.close("FINISHED")
+
+
+def test_a_full_fine_tune_sleeps_at_level_2_and_lora_at_level_1_by_default(tmp_path):
+    full = engine_config(toy_config(tmp_path, backend={"name": "vllm"}))
+    lora = engine_config(toy_config(tmp_path, backend={"name": "vllm"}, model={"lora_rank": 4}))
+    assert (full.sleep_level, lora.sleep_level) == (2, 1)  # LoRA's sync never re-sends the base
+    chosen = engine_config(toy_config(tmp_path, backend={"name": "vllm", "sleep_level": 1}))
+    assert chosen.sleep_level == 1  # an explicit level stands
+
+
+def test_the_sleep_level_is_not_part_of_a_runs_identity():
+    """A run made at level 1 (the old default) is the same run at level 2: every sync rewrites the weights."""
+    from harness.config import load_config
+    from harness.records.identity import config_identity
+
+    base = config_identity(load_config("config/smoke.yaml", ["backend.sleep_level=1"]))
+    assert config_identity(load_config("config/smoke.yaml")) == base
+    assert config_identity(load_config("config/smoke.yaml", ["backend.sleep_level=2"])) == base
+    assert config_identity(load_config("config/smoke.yaml", ["rollout.group_size=3"])) != base
+
+
+def test_after_a_level_2_sleep_the_engine_generates_only_once_the_weights_are_reloaded(tmp_path, fake_vllm):
+    """Level 2 leaves garbage where the weights were (vllm#29341): the wake must be followed by a full reload
+    before anything is sampled, as verl and TRL do; the trainer's order passes, a generate in between is refused."""
+    from harness.engine.run import open_run
+    from harness.policy.backends import vllm_probe
+
+    ctx = open_run(toy_config(tmp_path, backend={"name": "vllm"}))  # the default: level 2 for a full fine-tune
+    prompt, response = vllm_probe.probe_ids(ctx.tokenizer)
+    trainer = vllm_probe.trainer_logprobs(ctx.model, prompt, response, ctx.precision)
+    RecordingLLM.probe_answer = lambda ids: [None] * len(prompt) + [
+        {token: SimpleNamespace(logprob=float(lp))} for token, lp in zip(response, trainer)]
+    generate = dict(temperature=1.0, top_p=1.0, max_new_tokens=4, max_prompt_tokens=64, seed=0)
+    ctx.backend.sleep()
+    with pytest.raises(RuntimeError, match="discards its weights.*call sync_weights.*backend.sleep_level=1"):
+        ctx.backend.generate(["a prompt"], **generate)
+    assert "generate" not in collapse(RecordingLLM.calls)[-2:]  # refused before the engine sampled anything
+    ctx.backend.sync_weights(ctx.model)
+    assert collapse(RecordingLLM.calls)[-7:] == ["sleep(level=2)", "empty_cache", "wake_up(['weights'])",
+                                                 "reload_weights", "empty_cache", "wake_up(['kv_cache'])", "probe"]
+    ctx.backend.generate(["a prompt"], **generate)
+    assert RecordingLLM.calls[-1] == "generate"
     ctx.close("FINISHED")
 
 

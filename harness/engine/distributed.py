@@ -7,11 +7,12 @@ train ...``; README, "A run on k GPUs"). Every rank builds the same run; then
   the root, fp32 master weights, compute in ``model.dtype`` through FSDP's mixed-precision policy. Torch's API,
   not accelerate's FSDP plugin: accelerate applies FSDP to GPU process groups only, and the same code must run
   (and be tested) on the CPU with gloo;
-- rollouts are data-parallel: each rank collects whole groups of a contiguous share of the step's tasks, and all
-  ranks gather the trajectories, so every rank builds the same batch and the same advantages;
+- rollouts are data-parallel: each rank collects whole groups of a contiguous share of the step's tasks (and of
+  the eval panel), and all ranks gather the trajectories, so every rank builds the same batch and the same
+  advantages;
 - scoring and the update split the micro-batches across ranks; the loss weights stay those of one process, so one
   update gives the loss and weights one process gives (tests/test_fsdp.py measures it);
-- rank 0 alone evaluates (the result is that of one process) and alone writes the run folder and MLflow.
+- rank 0 alone writes the run folder and MLflow.
 
 Collectives need every rank to call them the same number of times: a rank short of micro-batches runs a repeat
 with weight 0, and generation runs on the full (unsharded) weights, so ranks generate at their own pace.
@@ -85,9 +86,8 @@ def make_accelerator(cfg, precision: Precision):
 
 
 def process_group_timeout(cfg) -> timedelta:
-    """How long a collective waits for the other ranks (``train.process_group_timeout_min``): rank 0 evaluates alone
-    while the others wait, and one rank's rollouts may take longer than another's, but a hung rank must not hold
-    every GPU for hours."""
+    """How long a collective waits for the other ranks (``train.process_group_timeout_min``): one rank's rollouts
+    (training or evaluation) may take longer than another's, but a hung rank must not hold every GPU for hours."""
     return timedelta(minutes=cfg.train.process_group_timeout_min)
 
 
@@ -142,17 +142,6 @@ def any_rank(accelerator, flag: bool) -> bool:
     return any(gather_objects(accelerator, bool(flag)))
 
 
-def broadcast_from_main(accelerator, obj):
-    """Rank 0's ``obj`` on every rank."""
-    if accelerator.num_processes == 1:
-        return obj
-    import torch.distributed as dist
-
-    box = [obj if accelerator.is_main_process else None]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
-
-
 # ---------------------------------------------------------------------------------------------- rollouts
 def task_share(count: int, rank: int, world: int) -> slice:
     """The contiguous, balanced share of ``count`` tasks that ``rank`` rolls out (sizes differ by one at most)."""
@@ -180,13 +169,6 @@ def collect(accelerator, backend, tasks: list, group_size: int, seed: int, run: 
         traj.group_id += share.start
         traj.traj_id += share.start * group_size
     return [traj for part in gather_objects(accelerator, local) for traj in part]
-
-
-def on_main(accelerator, backend, run: Callable[[], Any]):
-    """``run()`` (generation with ``backend``) on rank 0 alone; its result on every rank (the others wait)."""
-    with full_weights(_generating_module(backend)):
-        result = run() if accelerator.is_main_process else None
-    return broadcast_from_main(accelerator, result)
 
 
 def _generating_module(backend):

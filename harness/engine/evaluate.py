@@ -81,11 +81,12 @@ def _summary(rows: list[dict], exact: list[float] | None) -> tuple[dict, dict]:
 
 
 def _episodes(ctx, tasks: list, seed: int) -> list:
-    """One episode per task; distributed: rank 0 alone rolls out, every rank receives the episodes."""
+    """One episode per task, in the panel's order; distributed: each rank rolls out its share of the tasks on its
+    own engine and envs (one process's draws for the first share), and every rank receives all the episodes."""
     cfg = ctx.cfg
-    return distributed.on_main(ctx.accelerator, ctx.backend, lambda: rollout.collect(
-        ctx.backend, ctx.benchmark, ctx.envs, tasks, group_size=1, rollout_cfg=cfg.rollout,
-        max_steps=ctx.max_env_steps, temperature=cfg.eval.temperature, seed=seed))
+    return distributed.collect(ctx.accelerator, ctx.backend, tasks, 1, seed, lambda share, share_seed: rollout.collect(
+        ctx.backend, ctx.benchmark, ctx.envs, share, group_size=1, rollout_cfg=cfg.rollout,
+        max_steps=ctx.max_env_steps, temperature=cfg.eval.temperature, seed=share_seed))
 
 
 def episode_row(step: int, traj, retried: bool = False) -> dict:

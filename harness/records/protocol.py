@@ -59,8 +59,11 @@ def build_protocol(*, config: dict, method_options: dict, seeds: dict, template_
 
 # Where a run is written and logged, and which runs the workflow expands, are not how one run is made.
 VOLATILE_CONFIG_KEYS = ("output_dir", "run_name", "tracking", "grid")
-# How long a rank may wait for the others decides whether a hung run fails, never what a run computes
-VOLATILE_SECTION_KEYS = (("train", "process_group_timeout_min"),)
+# How long a rank may wait for the others decides whether a hung run fails, never what a run computes; where a
+# sleeping engine keeps its weights (CPU memory or nowhere) changes nothing either: every sync rewrites them all;
+# the memory plan's reserve decides whether a run starts, not what it computes
+VOLATILE_SECTION_KEYS = (("train", "process_group_timeout_min"), ("backend", "sleep_level"),
+                         ("train", "memory_reserve_gib"))
 
 
 def stable_view(record: dict) -> dict:

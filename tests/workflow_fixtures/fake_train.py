@@ -3,7 +3,8 @@ the workflow tests: ``fake_train.py --config PROFILE.yaml --resume --restart-if-
 
 It appends one line per invocation to $FAKE_TRAIN_LOG, sleeps $FAKE_TRAIN_SLEEP seconds (so a test can kill the
 workflow mid-grid), then writes a synthetic run with done.json last. Like the engine it refuses to overwrite a
-finished run.
+finished run. With $FAKE_TRAIN_SLICES=N a run needs N invocations: the first N - 1 end as a job slice does when
+SLURM's time limit stops it (exit 75, the engine's EXIT_REQUEUE, nothing finished).
 
 For the GPU scheduling tests, with $FAKE_TRAIN_DEVICES_LOG set it also appends a JSON line with the run, the
 CUDA_VISIBLE_DEVICES it was given and its thread count, and with $FAKE_TRAIN_BARRIER=N it waits (at most
@@ -24,6 +25,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).parent))
 from synthetic_runs import write_run  # noqa: E402
 
+EXIT_REQUEUE = 75  # harness.engine.interrupt.EXIT_REQUEUE (not imported: the stand-in runs without the harness)
+
 
 def main() -> int:
     parser = argparse.ArgumentParser()
@@ -41,6 +44,9 @@ def main() -> int:
         return 1
     with open(os.environ["FAKE_TRAIN_LOG"], "a") as log:
         log.write(f"{benchmark}/{method}/seed{seed}\n")
+    started = Path(os.environ["FAKE_TRAIN_LOG"]).read_text().splitlines().count(f"{benchmark}/{method}/seed{seed}")
+    if started < int(os.environ.get("FAKE_TRAIN_SLICES", "1")):
+        return EXIT_REQUEUE  # this slice's time is up: saved, to be resumed by the next job
     if os.environ.get("FAKE_TRAIN_DEVICES_LOG"):
         record_devices(Path(os.environ["FAKE_TRAIN_DEVICES_LOG"]), f"{benchmark}/{method}/seed{seed}")
     time.sleep(float(os.environ.get("FAKE_TRAIN_SLEEP", "0")))

@@ -77,7 +77,16 @@ def engine_config(cfg):
         backend,
         max_model_len=backend.max_model_len or cfg.rollout.max_prompt_tokens + cfg.rollout.max_response_tokens,
         tensor_parallel_size=backend.tensor_parallel_size or gpus,
+        sleep_level=default_sleep_level(backend.sleep_level, cfg.model.lora_rank > 0),
     )
+
+
+def default_sleep_level(level: int | None, lora: bool) -> int:
+    """``backend.sleep_level``, where null: 2 (a full fine-tune's sync re-sends every weight, so nothing needs
+    keeping), 1 under LoRA (the sync sends the adapter only: a discarded base would never come back)."""
+    if level is not None:
+        return level
+    return 1 if lora else 2
 
 
 def decode_response(tokenizer, response_ids: list[int], stop_ids: set[int]) -> str:

@@ -13,12 +13,15 @@ in 0.16; before that ``reload_weights()`` re-read the checkpoint from disk).
   response limit (:func:`harness.policy.backends.engine_config`), not the model's 32k context, so the KV cache holds as
   many sequences as fit.
 * Colocation (sleep mode, as TRL's colocate mode): when the rollout's generation is over (the trainer calls
-  :meth:`VLLMBackend.sleep`), the engine sleeps (``sleep(level=1)``: weights offloaded to CPU memory, KV cache
-  freed) so the update has the GPU; before the weight sync only the weights are
-  woken (``wake_up(tags=["weights"])``), and the KV cache is reallocated just before the next generation
+  :meth:`VLLMBackend.sleep`), the engine sleeps (``sleep(level=2)``: weights discarded, KV cache freed) so the
+  update has the GPU; before the weight sync only the weights are woken (``wake_up(tags=["weights"])``) and the
+  sync reloads every one of them (``reload_weights``: after a level-2 wake the weight memory holds garbage,
+  vllm#29341; verl and TRL reload there too), and the KV cache is reallocated just before the next generation
   (``wake_up(tags=["kv_cache"])``). Per step: generate → sleep → update → wake weights → sync → wake KV → generate.
-  ``backend.sleep_level: 2`` discards the weights instead (the sync rewrites them), checked after every sync
-  against the trainer's log-probs (:mod:`harness.policy.backends.vllm_probe`). Before every wake,
+  A generate after a level-2 sleep with no sync since is refused (it would sample from garbage). Every level-2
+  sync is checked against the trainer's log-probs (:mod:`harness.policy.backends.vllm_probe`). Level 1
+  (``backend.sleep_level: 1``, the default under LoRA, whose sync never sends the base) copies the weights to CPU
+  memory and back instead. Before every wake,
   ``gc.collect()`` and ``torch.cuda.empty_cache()`` hand PyTorch's cached-but-free blocks
   (activations, logits, gradients of the update) back to the driver: vLLM's allocator empties that cache when the
   engine sleeps, not when it wakes, and without it the engine's own allocations meet a full GPU (TRL and verl
@@ -65,7 +68,7 @@ from pathlib import Path
 
 import torch
 
-from harness.policy.backends import Generation, check_sampling_args, decode_response
+from harness.policy.backends import Generation, check_sampling_args, decode_response, default_sleep_level
 from harness.policy.tokenizer import chat_prompt_ids, stop_token_ids
 
 _DTYPE_NAMES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
@@ -202,7 +205,8 @@ class VLLMBackend:
         self.asleep: set[str] = set()  # the parts of the engine now released: "weights", "kv_cache"
         self.dtype = precision.compute if precision is not None else _DTYPE_NAMES.get(model.dtype, "auto")
         self.precision = precision
-        self.sleep_level = getattr(cfg, "sleep_level", 1)
+        self.sleep_level = default_sleep_level(getattr(cfg, "sleep_level", None), is_lora(model))
+        self.weights_discarded = False  # level 2 slept and no sync since: the weight memory holds garbage
         self.probe_gaps: list[float] = []  # level 2: the log-prob check after each sync (vllm_probe.py)
         self.lora_request = None  # the adapter the engine generates with (LoRA policies), replaced at every sync
         self._adapters = 0
@@ -237,6 +241,11 @@ class VLLMBackend:
         from vllm import SamplingParams
 
         check_sampling_args(temperature, top_p, max_new_tokens, max_prompt_tokens)
+        if self.weights_discarded:
+            raise RuntimeError("the vLLM engine slept at backend.sleep_level=2, which discards its weights, and no "
+                               "full weight sync has run since: call sync_weights(model) before generate (the "
+                               "trainer does after every update and on resume; a LoRA sync sends the adapter only), "
+                               "or pass backend.sleep_level=1")
         prompt_ids = [ids[-max_prompt_tokens:] for ids in chat_prompt_ids(self.tokenizer, prompts)]
         params = [
             SamplingParams(temperature=temperature, top_p=top_p, max_tokens=max_new_tokens, seed=row_seed(seed, row),
@@ -255,6 +264,7 @@ class VLLMBackend:
         self._wake("weights", "kv_cache")  # half awake (a sync without a generate since): whole again first
         self.llm.sleep(level=self.sleep_level)
         self.asleep = {"weights", "kv_cache"}
+        self.weights_discarded = self.sleep_level == 2  # only a full sync (not a LoRA adapter's) brings them back
 
     def _wake(self, *tags: str) -> None:
         """Reallocate the sleeping ones of ``tags``, in that order (weights before the KV cache)."""
@@ -286,6 +296,7 @@ class VLLMBackend:
         if not self.in_process:
             weights = list(weights)  # worker processes: the tensors are serialised, a generator cannot be
         self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights, "is_checkpoint_format": True})
+        self.weights_discarded = False
         if "kv_cache" not in self.asleep:
             self.llm.reset_prefix_cache()  # cached KV blocks were computed with the old weights (sleep drops them)
         self._check_level_2(model)

@@ -31,7 +31,7 @@ def test_ship_then_install_copies_the_same_files(tmp_path, shipped_root):
     fresh = tmp_path / "other-cache" / "tiny-gates-abc"
     said = []
     assert shipped.install_shipped(fresh, log=said.append)
-    assert (fresh / shipped.WEIGHTS).read_bytes() == b"weights" and "not rebuilt" in said[0]
+    assert (fresh / shipped.WEIGHTS).read_bytes() == b"weights" and "not rebuilt" in said[-1]
     assert not shipped.install_shipped(tmp_path / "cache" / "tiny-gates-other", log=said.append)
 
 
@@ -39,6 +39,8 @@ def test_a_tampered_shipped_file_is_refused(tmp_path, shipped_root):
     shipped.ship(fake_cache(tmp_path / "cache" / "tiny-x"), "cmd", log=lambda _: None)
     (shipped_root / "tiny-x" / shipped.WEIGHTS).write_bytes(b"other")
     with pytest.raises(shipped.ShippedModelError, match=r"model.safetensors.*git checkout"):
+        shipped.verify(shipped_root / "tiny-x", log=lambda _: None)
+    with pytest.raises(shipped.ShippedModelError):
         shipped.install_shipped(tmp_path / "fresh" / "tiny-x", log=lambda _: None)
 
 
@@ -51,12 +53,12 @@ def test_a_rebuild_says_whether_it_matches(tmp_path, shipped_root):
     assert shipped.compare_rebuilt(fake_cache(tmp_path / "none" / "tiny-z"), log=said.append) is None
 
 
-def test_the_default_profile_warm_start_is_shipped():
-    from harness.config import load_config
-    from harness.policy.source import tiny_model_dir
+def test_the_default_profile_starts_from_a_shipped_warm_start():
+    from pathlib import Path
 
-    folder = shipped.shipped_folder(tiny_model_dir(load_config("config/cpu.yaml")))
-    assert folder is not None, "ship it: python -m harness build-model --config config/cpu.yaml --ship"
-    manifest = json.loads((folder / shipped.MANIFEST).read_text())
-    assert shipped.folder_hashes(folder) == manifest["sha256"]
+    from harness.config import load_config
+
+    folder = Path(load_config("config/cpu.yaml").model.source)
+    assert folder.parent == Path("config/warm_starts"), "config/cpu.yaml: model.source names a shipped warm start"
+    assert shipped.verify(folder, log=lambda _: None) == json.loads((folder / shipped.MANIFEST).read_text())["sha256"]
     assert (folder / "README.md").exists()  # the command, the hash and its step-0 success

@@ -6,7 +6,8 @@ success moved from 65% to 75.5% between two machines (docs/reproduce.md). As a p
 the starting policy is therefore an artifact: ``config/warm_starts/<folder>/`` holds the cache folder that
 ``harness.policy.source.tiny_model_dir`` names for a profile, with ``MANIFEST.json`` (the sha256 of every file,
 the command that built it) and a README with its step-0 success. A run whose cache folder is missing copies the
-shipped one after checking its hashes; ``python -m harness build-model --config <profile> --rebuild`` trains it
+shipped one after checking its hashes, and a profile may also name a shipped folder as its ``model.source`` (a
+policy warm-started on one task and trained by RL on another, as a pretrained checkpoint is), checked the same way; ``python -m harness build-model --config <profile> --rebuild`` trains it
 again and says whether the rebuilt weights match the shipped ones; ``--ship`` replaces the shipped copy.
 """
 from __future__ import annotations
@@ -44,26 +45,34 @@ def folder_hashes(folder: Path) -> dict[str, str]:
             if p.is_file() and p.name not in (MANIFEST, "README.md")}
 
 
+def verify(folder: Path, log=print) -> dict[str, str] | None:
+    """Check a shipped folder's files against its manifest (None: the folder has no manifest); the hashes found."""
+    folder = Path(folder)
+    if not (folder / MANIFEST).exists():
+        return None
+    manifest = json.loads((folder / MANIFEST).read_text())
+    found = folder_hashes(folder)
+    if found != manifest["sha256"]:
+        changed = sorted({name for name, _ in set(found.items()) ^ set(manifest["sha256"].items())})
+        raise ShippedModelError(
+            f"{folder}: files differ from {MANIFEST} ({changed}); restore them with `git checkout -- {folder}`, or "
+            f"rebuild with the command in {folder / MANIFEST}")
+    log(f"warm start: the shipped weights {folder.name} (sha256 {found[WEIGHTS][:16]}), checked against its manifest")
+    return found
+
+
 def install_shipped(model_dir: Path, log=print) -> bool:
     """Copy the shipped warm start into ``model_dir`` (the cache) after checking every file's sha256; False when
     none is shipped for it."""
     source = shipped_folder(model_dir)
     if source is None:
         return False
-    manifest = json.loads((source / MANIFEST).read_text())
-    found = folder_hashes(source)
-    if found != manifest["sha256"]:
-        changed = sorted(set(found.items()) ^ set(manifest["sha256"].items()))
-        raise ShippedModelError(
-            f"{source}: files differ from {MANIFEST} ({sorted({name for name, _ in changed})}); restore them with "
-            f"`git checkout -- {source}`, or rebuild with `python -m harness build-model --config <profile> --rebuild "
-            f"--ship`")
+    found = verify(source, log)
     model_dir = Path(model_dir)
     model_dir.mkdir(parents=True, exist_ok=True)
     for name in found:
         shutil.copy2(source / name, model_dir / name)
-    log(f"warm start: the shipped weights {source.relative_to(SHIPPED_ROOT.parents[1])} "
-        f"(sha256 {found[WEIGHTS][:16]}), not rebuilt")
+    log(f"warm start: copied into {model_dir}, not rebuilt")
     return True
 
 

@@ -107,7 +107,10 @@ def prepare_policy(cfg, benchmark: Benchmark, device, log=print):
     if is_gguf_source(cfg.model.source):  # a GGUF file: converted once into a folder under model.cache_dir
         model_dir = converted_folder(cfg.model.source, cfg.model.cache_dir)
     elif cfg.model.source != "tiny":
+        from harness.policy.shipped import verify
+
         model_dir = Path(cfg.model.source)
+        verify(model_dir, log)  # a shipped warm start named as the source: its hashes, before any weight loads
     else:
         model_dir = tiny_model_dir(cfg)
         ensure_tiny_model(cfg, benchmark, model_dir, log)

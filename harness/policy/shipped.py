@@ -7,8 +7,9 @@ the starting policy is therefore an artifact: ``config/warm_starts/<folder>/`` h
 ``harness.policy.source.tiny_model_dir`` names for a profile, with ``MANIFEST.json`` (the sha256 of every file,
 the command that built it) and a README with its step-0 success. A run whose cache folder is missing copies the
 shipped one after checking its hashes, and a profile may also name a shipped folder as its ``model.source`` (a
-policy warm-started on one task and trained by RL on another, as a pretrained checkpoint is), checked the same way; ``python -m harness build-model --config <profile> --rebuild`` trains it
-again and says whether the rebuilt weights match the shipped ones; ``--ship`` replaces the shipped copy.
+policy warm-started on one task and trained by RL on another, as a pretrained checkpoint is), checked the same
+way. The command in a folder's manifest (``python -m harness build-model ... --rebuild``) trains it again and says
+whether the rebuilt weights match the shipped ones; ``--ship`` replaces the shipped copy.
 """
 from __future__ import annotations
 

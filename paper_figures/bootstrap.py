@@ -184,6 +184,8 @@ def paired_mean(diffs, reps: int, rng: np.random.Generator, confidence: float = 
 def common_seeds(a: SeedScores, b: SeedScores) -> tuple[np.ndarray, np.ndarray]:
     """The two arms' (n, types) seed-mean matrices restricted to their common seeds, rows aligned by seed."""
     seeds = sorted(set(a.seeds) & set(b.seeds))
+    if not seeds:  # an unfinished grid: no seed ran by both yet (an empty reshape cannot infer its width)
+        return np.empty((0, len(a.types))), np.empty((0, len(b.types)))
     rows_a, rows_b = a.matrix(), b.matrix()
     return (rows_a[[a.seeds.index(s) for s in seeds]].reshape(len(seeds), -1),
             rows_b[[b.seeds.index(s) for s in seeds]].reshape(len(seeds), -1))

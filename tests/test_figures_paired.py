@@ -143,3 +143,14 @@ def test_no_oracle_no_share_table(tmp_path):
     paths = build(tmp_path / "runs", tmp_path / "out", reps=50, figures=False)
     assert not any(p.stem in ("share_of_oracle", "power") for p in paths)
     assert (tmp_path / "out" / "tables" / "gain_over_grpo.csv").exists()
+
+
+def test_arms_with_no_common_seed_have_no_probability():
+    """An unfinished grid: the method's seeds and GRPO's do not overlap yet; no interval, no crash."""
+    import numpy as np
+
+    from paper_figures.bootstrap import SeedScores, improvement_over
+
+    grpo = SeedScores((0,), ("gates",), ((np.array([0.5]),),))
+    other = SeedScores((1,), ("gates",), ((np.array([0.9]),),))
+    assert improvement_over({"grpo": grpo, "x": other}, "grpo", reps=10) == {}

@@ -48,7 +48,7 @@ def check_arm(grid) -> list:
 def test_default_grid_has_the_arm_within_ten_percent():
     grid = load_grid("cpu", REPO / "config")
     arms = check_arm(grid)
-    assert {"agentopsd", "hgpo", "gigpo", COMPUTE_MATCHED} <= set(grid.method_labels)
+    assert {"rlsd", "sharpo", "gigpo", "oracle_fatal", COMPUTE_MATCHED} <= set(grid.method_labels)
     # a teacher method costs one more forward over the rows: 7/6 of GRPO at kl_coef > 0, so G 8 → 9, same steps
     assert "rollout.group_size=13" in arms[0].extra and not any(e.startswith("train.steps") for e in arms[0].extra)
 

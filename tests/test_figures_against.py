@@ -28,7 +28,7 @@ def test_the_published_tables_ship_with_their_settings(published: pd.DataFrame):
     for line in (PUBLISHED / "main.md").read_text().splitlines()[4:]:
         cells = [c.strip() for c in line.strip("|").split("|")]
         shown[cells[0]] = float(cells[1].split()[0])
-    assert len(shown) == published["method"].nunique() == 11
+    assert len(shown) == published["method"].nunique() == 12  # the 8 arms of the grid + 4 methods cut from it
     for method, mean in means.items():
         assert shown[render.method_name(method)] == pytest.approx(round(mean, 1)), method
 
@@ -51,18 +51,19 @@ def test_other_seeds_with_the_same_statistics_agree(published: pd.DataFrame):
 
 def test_a_grid_shifted_beyond_the_intervals_differs(published: pd.DataFrame):
     ours = published.copy()
-    shifted = ours["method"] == "sharpo"
-    ours.loc[shifted, "success"] -= 0.25  # SHARPO 25 points lower on every seed
+    arm = "grpo_compute_matched"  # the published arm with the tightest seeds (94.4–98.4%)
+    shifted = ours["method"] == arm
+    ours.loc[shifted, "success"] -= 0.25  # 25 points lower on every seed
     table = against.compare(ours, published).set_index("method")
-    assert table.loc["sharpo", "verdict"] == against.DIFFERS and table.loc["sharpo", "diff_high"] < 0
-    assert (table.drop("sharpo")["verdict"] == against.IDENTICAL).all()
+    assert table.loc[arm, "verdict"] == against.DIFFERS and table.loc[arm, "diff_high"] < 0
+    assert (table.drop(arm)["verdict"] == against.IDENTICAL).all()
     assert against.failed(table.reset_index())
 
 
 def test_intervals_hold_together_over_the_methods(published: pd.DataFrame):
     assert against.family_confidence(7) == pytest.approx(1 - 0.05 / 7)
     table = against.compare(published.copy(), published)
-    assert table["confidence"].eq(against.family_confidence(11)).all()  # 11 published arms
+    assert table["confidence"].eq(against.family_confidence(12)).all()  # 12 published arms
 
 
 def test_welch_interval_on_known_numbers():

@@ -13,10 +13,11 @@ whether the rebuilt weights match the shipped ones; ``--ship`` replaces the ship
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
+
+from harness.policy.gguf import file_sha256  # one hashing helper for every model file
 
 SHIPPED_ROOT = Path(__file__).resolve().parents[2] / "config" / "warm_starts"
 MANIFEST = "MANIFEST.json"
@@ -25,14 +26,6 @@ WEIGHTS = "model.safetensors"
 
 class ShippedModelError(RuntimeError):
     """A shipped warm start whose files do not match its manifest."""
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def shipped_folder(model_dir: Path) -> Path | None:

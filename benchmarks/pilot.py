@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from paper_figures.load import load_runs, success_column
 from paper_figures.stats import paired_t
 
 BASELINE, ORACLES = "grpo", ("oracle_fatal", "oracle_decisive")
@@ -23,16 +24,12 @@ BASELINE, ORACLES = "grpo", ("oracle_fatal", "oracle_decisive")
 
 def step_success(root: Path) -> pd.DataFrame:
     """One row per (method, setting, seed, step): the run's eval success at that step."""
-    rows = []
-    for path in sorted(root.glob("*/seed*/eval.csv")):
-        label, seed = path.parent.parent.name, int(path.parent.name.removeprefix("seed"))
-        method, _, setting = label.partition("@")
-        evals = pd.read_csv(path)
-        column = "success_exact" if "success_exact" in evals and evals["success_exact"].notna().all() else "success"
-        for step, group in evals.groupby("step"):
-            rows.append({"method": method, "setting": setting or "default", "seed": seed, "step": int(step),
-                         "success": float(group[column].mean())})
-    return pd.DataFrame(rows)
+    evals = load_runs(root).evals
+    column = success_column(evals)
+    frame = evals.assign(setting=[label.partition("@")[2] or "default" for label in evals["method"]],
+                         method=[label.partition("@")[0] for label in evals["method"]])
+    return frame.groupby(["method", "setting", "seed", "step"], as_index=False)[column].mean().rename(
+        columns={column: "success"})
 
 
 def pilot_table(success: pd.DataFrame) -> pd.DataFrame:
@@ -53,7 +50,7 @@ def pilot_table(success: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv: list[str]) -> int:
-    root = Path(argv[0] if argv else "results/pilot/runs") / "gates"
+    root = Path(argv[0] if argv else "results/pilot/runs")
     if not root.is_dir():
         print(f"no runs under {root}: run `snakemake --cores 2 --config profile=pilot` first", file=sys.stderr)
         return 2

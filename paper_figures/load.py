@@ -22,7 +22,7 @@ EVAL_COLUMNS = ["step", "task_id", "task_type", "success", "score", "return", "l
 @dataclass
 class Results:
     # one row per finished run: RUN_KEYS, steps, wall_time_s, success (exact where the benchmark gives it),
-    # success_sampled (the final evaluation's episodes), score, run_dir
+    # success_sampled (the final evaluation's episodes, where success is exact), score, run_dir
     runs: pd.DataFrame
     evals: pd.DataFrame  # every eval episode: RUN_KEYS + EVAL_COLUMNS + final (bool)
     metrics: pd.DataFrame  # every training step: RUN_KEYS + step + the engine's metric columns
@@ -62,16 +62,26 @@ def _read_csv(path: Path) -> pd.DataFrame | None:
         return None
 
 
+EXACT = "success_exact"  # the benchmark's exact success probability of a task (Gates), where it gives one
+
+
+def success_column(evals: pd.DataFrame) -> str:
+    """The eval column a run's success is read from: the exact success probability where every episode carries
+    it (no sampling noise), else the sampled episodes' outcome."""
+    return EXACT if EXACT in evals and evals[EXACT].notna().all() else "success"
+
+
 def _run_row(done: dict, run_dir: Path, final: pd.DataFrame | None) -> dict:
     """Final success/score: the mean over the final evaluation's episodes, else done.json's summary. Where the
     benchmark computed the policy's exact success probability per task (Gates: ``success_exact``), that is the
-    run's success, without the episodes' sampling noise; the sampled rate stays beside it (``success_sampled``)."""
+    run's success, without the episodes' sampling noise; the sampled rate stays beside it (``success_sampled``,
+    NaN where the success is the sampled rate itself)."""
     summary = done.get("final_eval") or {}
     have_episodes = final is not None and len(final)
     sampled = final["success"].mean() if have_episodes else summary.get("success")
-    exact = (final["success_exact"].mean() if have_episodes and "success_exact" in final
-             and final["success_exact"].notna().all() else summary.get("success_exact"))
-    success = sampled if exact is None or pd.isna(exact) else exact
+    exact = final[EXACT].mean() if have_episodes and success_column(final) == EXACT else summary.get(EXACT)
+    is_exact = exact is not None and not pd.isna(exact)
+    success = exact if is_exact else sampled
     score = final["score"].mean() if final is not None and len(final) else summary.get("score")
     return {
         "benchmark": done["benchmark"],
@@ -81,7 +91,7 @@ def _run_row(done: dict, run_dir: Path, final: pd.DataFrame | None) -> dict:
         "steps": done.get("steps"),
         "wall_time_s": done.get("wall_time_s"),
         "success": float("nan") if success is None else float(success),
-        "success_sampled": float("nan") if sampled is None else float(sampled),
+        "success_sampled": float(sampled) if is_exact and sampled is not None else float("nan"),
         "score": float("nan") if score is None else float(score),
         "run_dir": str(run_dir),
     }

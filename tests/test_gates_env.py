@@ -135,6 +135,15 @@ def play_labels(bench, task, actions):
     raise AssertionError("the episode did not end")
 
 
+def env_after(bench, task, actions: list[str]):
+    """A fresh env of ``task`` after ``actions``."""
+    env = bench.make_env()
+    env.reset(task)
+    for action in actions:
+        env.step(action)
+    return env
+
+
 def scripted(task, wrong_at: int | None = None) -> list[str]:
     """The expert's actions through ``task``'s cells, the first non-key door at cell ``wrong_at``."""
     layout, actions = task.payload, []
@@ -171,16 +180,10 @@ def test_a_delayed_alarm_labels_the_wrong_door_fatal_and_what_follows_neutral():
     labels, won, text = play_labels(bench, task, scripted(task, wrong_at=first_gate))
     assert not won and labels == ["correct"] * first_gate + ["fatal", "neutral", "neutral"]
     assert text.startswith("the alarm catches up")
-    env = bench.make_env()
-    env.reset(task)
-    for action in scripted(task)[:first_gate]:
-        env.step(action)
-    right, wrong = (bench.make_env(), env)
-    right.reset(task)
-    for action in scripted(task)[:first_gate]:
-        right.step(action)
+    before = scripted(task)[:first_gate]
     key, other = scripted(task)[first_gate], scripted(task, wrong_at=first_gate)[first_gate]
-    assert right.step(key).observation.text == wrong.step(other).observation.text  # nothing shows the wrong door
+    right = env_after(bench, task, before).step(key).observation.text
+    assert right == env_after(bench, task, before).step(other).observation.text  # nothing shows the wrong door
 
 
 def test_an_alarm_longer_than_the_corridor_ends_at_the_exit():

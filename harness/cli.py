@@ -116,20 +116,27 @@ def _run_command(args, cfg) -> int:
         # SIGTERM / SIGUSR1 (a scheduler's time limit, preemption or early warning): save at the step reached and
         # exit EXIT_REQUEUE (docs/recovery.md); Ctrl-C still unwinds at once and marks the run FAILED
         stop = StopRequest(abandon=distributed.launch_world_size() == 1).install()
+        ranks_agree = False
         try:
             train(cfg, resume=args.resume, force=args.force, restart_changed=args.restart_if_changed, stop=stop)
+            ranks_agree = True
         except ConnectionError as err:  # the tracking server is down: nothing was built or trained
             print(f"tracking error: {err}", file=sys.stderr)
             return 2
         except Interrupted as stopped:
+            ranks_agree = True  # the ranks agreed on the stop (trainer._stop_agreed)
             print(f"interrupted: {stopped}", file=sys.stderr)
             return EXIT_REQUEUE
         finally:
             stop.uninstall()
+            distributed.close_process_group(ranks_agree)
     elif args.command == "eval":
+        from harness.engine import distributed
         from harness.engine.evaluate import evaluate_checkpoint
 
-        print(json.dumps(evaluate_checkpoint(cfg, args.out), indent=2))
+        result = evaluate_checkpoint(cfg, args.out)
+        distributed.close_process_group(ranks_agree=True)
+        print(json.dumps(result, indent=2))
     elif args.command == "protocol":
         print(json.dumps(protocol_only(cfg), indent=2, default=str))
     elif args.command == "plan":

@@ -85,6 +85,21 @@ def make_accelerator(cfg, precision: Precision):
     return precision_accelerator(precision, kwargs_handlers=handlers)
 
 
+def close_process_group(ranks_agree: bool) -> None:
+    """Leave the launch's process group, if this process joined one. ``ranks_agree``: every rank reached the same
+    point (a run that finished or stopped together), so they wait for each other first; a rank that failed leaves at
+    once. Why: a rank whose interpreter exits with the group alive can tear down gloo's threads while another rank
+    is still in a collective, and dies with ``terminate called without an active exception`` (SIGABRT) although its
+    run finished (seen once in CI on 2 loaded cores, tests/test_fsdp.py)."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    if ranks_agree:
+        dist.barrier()
+    dist.destroy_process_group()
+
+
 def process_group_timeout(cfg) -> timedelta:
     """How long a collective waits for the other ranks (``train.process_group_timeout_min``): one rank's rollouts
     (training or evaluation) may take longer than another's, but a hung rank must not hold every GPU for hours."""

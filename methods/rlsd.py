@@ -82,23 +82,41 @@ class Rlsd(GrpoBase):
 
 
 BLOCK_ROWS = 512  # a block's (512 × response_len) float32 intermediates stay in a 2 MiB L2 cache at 512 tokens
+LOG2_E = 1.0 / math.log(2.0)
 
 
 def reweight(batch: StepBatch, sign: Tensor, base: Tensor, slope: Tensor, low: float, high: float):
     """(Ã = base + slope·exp(clamp(sign·δ, low, high)), 0 on padding; row moments of δ; row moments and extremes of
-    the weight). Rows go in blocks of BLOCK_ROWS: each block's eight passes run in cache instead of memory, which
-    is what bounds this transform (the same arithmetic on whole tensors streams 8 MiB per pass at 4,096 × 512)."""
+    the weight). Why it is written this way (measured on one AVX-512 core, torch 2.13, 4,096 × 512 tokens):
+
+    - rows go in blocks of BLOCK_ROWS, so each block's passes run in cache instead of memory;
+    - exp(x) is computed as exp2(x·log₂e), the factor folded into the sign and the bounds: torch's float32 exp2
+      takes 0.65 ms where exp takes 1.7 ms (the results differ by float32 rounding, ~1e-7 relative);
+    - padding is zeroed by multiplying with the mask viewed as uint8 (0.45 ms), not with ``torch.where`` on the
+      bool mask (5.7 ms) nor with a bool → float copy (1.6 ms). A product keeps NaN or ±inf that sat on padding,
+      so a block whose row sums are not finite is redone with ``torch.where``."""
     mask = batch.response_mask
     rows = mask.shape[0]
     out = torch.empty(mask.shape, dtype=torch.float32, device=mask.device)
     gap_parts, weight_parts = [], []
-    zero = torch.zeros((), dtype=torch.float32, device=mask.device)
+    scaled_sign, low2, high2 = sign * LOG2_E, low * LOG2_E, high * LOG2_E
     for start in range(0, rows, BLOCK_ROWS):
         block = slice(start, min(start + BLOCK_ROWS, rows))
-        keep = mask[block]
-        gap = torch.where(keep, batch.teacher_logp[block].detach() - batch.old_logp[block].detach(), zero)
-        gap_parts.append(row_moments(gap, minmax=False))
-        weight = gap.mul_(sign[block]).clamp_(low, high).exp_()
+        keep = mask[block].view(torch.uint8)
+        gap, moments = _masked_gap(batch, block, keep)
+        gap_parts.append(moments)
+        weight = gap.mul_(scaled_sign[block]).clamp_(low2, high2).exp2_()
         weight_parts.append(row_moments(weight))
-        torch.where(keep, torch.addcmul(base[block], slope[block], weight), zero, out=out[block])
+        torch.mul(weight, slope[block], out=out[block]).add_(base[block]).mul_(keep)
     return out, concat_moments(gap_parts), concat_moments(weight_parts)
+
+
+def _masked_gap(batch: StepBatch, block: slice, keep: Tensor):
+    """(δ = q − s on the block's response tokens, 0 on its padding whatever the padding holds; δ's row moments)."""
+    teacher, student = batch.teacher_logp[block].detach(), batch.old_logp[block].detach()
+    gap = torch.sub(teacher, student).mul_(keep)
+    moments = row_moments(gap, minmax=False)
+    if not bool(torch.isfinite(moments.total).all()):  # NaN or ±inf somewhere: on padding it must not count
+        gap = torch.where(keep.bool(), teacher - student, torch.zeros((), dtype=gap.dtype, device=gap.device))
+        moments = row_moments(gap, minmax=False)
+    return gap, moments

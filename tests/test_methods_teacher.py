@@ -170,3 +170,34 @@ def test_token_stats_extremes_ignore_the_padding(values):
     mask = torch.tensor([[True, True, False], [True, False, False]])
     stats = token_stats(x, mask, torch.tensor([True, True]), "w", token_counts(mask), pad=1.0)
     assert (stats["w_min"], stats["w_max"]) == (pytest.approx(min(values)), pytest.approx(max(values)))
+
+
+def test_rlsd_agrees_with_the_sdar_repo_transform_on_a_random_batch():
+    """methods/rlsd.py against the test-only transcription of the SDAR repo's function (tests/reference_rlsd.py),
+    every row with a teacher context, at λ(10) = 0.4: its exp2 form and block loop change nothing beyond float32
+    rounding (benchmarks/advantages.py times the two)."""
+    from reference_rlsd import compute_rlsd_token_advantage
+    from synthetic import random_batch
+
+    batch = random_batch(rows=700, response_len=64, group_size=8, max_segments=6, seed=3)
+    batch = batch.with_columns(teacher_available=torch.ones(batch.num_rows, dtype=torch.bool))
+    grpo_tokens = registry.build("grpo").advantages(batch)[0]
+    theirs = compute_rlsd_token_advantage(grpo_tokens, batch.old_logp, batch.teacher_logp, batch.response_mask,
+                                          0.4, 0.2)
+    ours, _ = registry.build("rlsd").advantages(batch, step=10)
+    assert (ours.double() - theirs.double()).abs().max() <= 1e-6 * max(1.0, float(theirs.abs().max()))
+
+
+@pytest.mark.parametrize("junk", [float("nan"), float("inf"), -float("inf")])
+def test_rlsd_ignores_non_finite_padding(junk):
+    """Padding holds no log-prob anyone reads: a NaN or ±inf there changes neither Ã (0 on padding) nor the
+    diagnostics (the masked product would carry it; the transform falls back to a select)."""
+    rows = pair(RLSD_GAPS)
+    rows[1]["tokens"], rows[1]["gap"] = 2, RLSD_GAPS[:2]
+    clean = batch_from_rows(rows, response_len=4)
+    teacher = clean.teacher_logp.clone()
+    teacher[1, 2:] = junk
+    adv, diag = registry.build("rlsd").advantages(clean.with_columns(teacher_logp=teacher), step=0)
+    expected, expected_diag = registry.build("rlsd").advantages(clean, step=0)
+    assert torch.equal(adv, expected)
+    assert diag == pytest.approx(expected_diag)

@@ -259,7 +259,12 @@ class GridConfig(Checked):
     compute_matched: bool = field(default=False, metadata={
         "help": "add a GRPO arm per benchmark and seed, labelled `grpo_compute_matched`, with more rollouts per group "
                 "(and, only if that cannot come within 5%, more steps) so that its counted compute equals the grid's "
-                "costliest method's (harness/grid/compute_match.py)"})
+                "costliest method's (harness/grid/compute_match.py); its PPO mini-batch grows with the group, so it "
+                "takes GRPO's optimizer steps a step"})
+    compute_basis: str | None = field(default=None, metadata={
+        "help": "JSON of the tokens a rollout row holds for the student and for each teacher context, measured by "
+                "`python -m paper_figures.compute_basis` from logged runs: the compute-matched arm is planned from "
+                "it; unset: from the token budgets (an upper bound)"})
     settings: list[dict] = field(default_factory=list, metadata={
         "help": "config settings the grid sweeps, each a mapping {dotted key: value} (e.g. {gates.horizon: 8}): "
                 "every method and seed runs once per setting, in its own folder, labelled <method>@<key><value> "

@@ -20,7 +20,19 @@ def expected_runs(profile: str | None, config_dir: str | Path = "config") -> tup
 
     grid = load_grid(profile, config_dir)
     frame = pd.DataFrame([{"benchmark": r.benchmark, "method": r.label, "seed": r.seed} for r in grid.runs])
+    planned = planned_step_costs(grid)
+    frame["planned_step_cost"] = [planned[key] for key in zip(frame["benchmark"], frame["method"])]
     return frame, grid.method_labels
+
+
+def planned_step_costs(grid) -> dict[tuple[str, str], float]:
+    """(benchmark, arm) → the counted token positions of one of its steps, as the compute-matched arm was planned
+    (harness/grid/compute_match.py: the profile's token basis)."""
+    from harness.grid.compute_match import arm_costs, load_basis
+
+    basis = load_basis(grid.compute_basis) if grid.compute_basis else None
+    arms = {(r.benchmark, r.label): r for r in grid.runs}
+    return {key: arm_costs(grid.profile_path, run.override_items(), basis)[0] for key, run in arms.items()}
 
 
 def drop_stale(results: Results, profile: str | None, config_dir, tables_dir: Path) -> tuple[Results, list[Path]]:
@@ -39,7 +51,8 @@ def drop_stale(results: Results, profile: str | None, config_dir, tables_dir: Pa
 
 def missing_runs(results: Results, expected: pd.DataFrame) -> pd.DataFrame:
     found = set(results.runs[["benchmark", "method", "seed"]].itertuples(index=False, name=None))
-    rows = [r for r in expected.itertuples(index=False, name=None) if (r[0], r[1], int(r[2])) not in found]
+    keys = expected[["benchmark", "method", "seed"]].itertuples(index=False, name=None)
+    rows = [r for r in keys if (r[0], r[1], int(r[2])) not in found]
     return pd.DataFrame(rows, columns=["benchmark", "method", "seed"])
 
 
@@ -124,7 +137,10 @@ def write_tables(results: Results, ctx: tables.Context, tables_dir: Path) -> tup
                f"{render.benchmark_name(bench)}: {credit.CAPTION}")
     if not results.empty():
         _write(out, tables.cost_table(results, ctx), tables_dir, "cost",
-               "Cost: wall time per run and per training step")
+               "Cost: wall time per run and per training step, and each arm's cost over GRPO's: planned (the "
+               "counted token positions of a step, from the profile's token basis; harness/grid/compute_match.py), "
+               "measured in token positions (cost/tokens) and in step time (means over steps, then seeds); optimizer "
+               "steps per RL step")
         _write(out, tables.runs_table(results, ctx), tables_dir, "runs",
                "Final success and score of every finished run (compared by `python -m paper_figures --against`)")
     missing = missing_runs(results, ctx.expected)

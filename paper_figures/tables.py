@@ -32,6 +32,13 @@ class Context:
         rows = self.expected[(self.expected["benchmark"] == benchmark) & (self.expected["method"] == method)]
         return len(rows) or None
 
+    def planned_step_cost(self, benchmark: str, method: str) -> float | None:
+        """The counted cost of one step of the arm as the grid planned it (None: not in the grid)."""
+        if "planned_step_cost" not in self.expected.columns:
+            return None
+        rows = self.expected[(self.expected["benchmark"] == benchmark) & (self.expected["method"] == method)]
+        return float(rows["planned_step_cost"].iloc[0]) if len(rows) else None
+
 
 def load_reference(path: Path = REFERENCE_CSV) -> pd.DataFrame:
     return pd.read_csv(path)
@@ -260,9 +267,15 @@ def runs_table(results: Results, ctx: Context):
 
 
 def cost_table(results: Results, ctx: Context):
-    """Wall time per run and where the time of a training step goes (generation, env, teacher, update)."""
+    """Wall time per run, where the time of a training step goes (generation, env, teacher, update), and each arm's
+    cost against the baseline's: planned (the counted token positions the compute-matched arm was planned from,
+    harness/grid/compute_match.py), measured in token positions (``cost/tokens``) and in step time; with the
+    optimizer steps a step."""
     time_columns = [c for c in results.metrics.columns if c.startswith("time/")]
-    step_means = results.metrics.groupby(["benchmark", "method", "seed"])[time_columns].mean() if time_columns else None
+    ratio_columns = [c for c in ("cost/tokens", "time/step_s") if c in results.metrics.columns]
+    per_run = results.metrics.groupby(["benchmark", "method", "seed"])[
+        list(dict.fromkeys(time_columns + ratio_columns + _present(results, "actor/optimizer_steps")))].mean()
+    arm_means = per_run.groupby(["benchmark", "method"]).mean()
     tidy, display = [], []
     for bench in benchmarks_of(results, ctx):
         for method in methods_of(results, ctx, [bench]):
@@ -271,11 +284,34 @@ def cost_table(results: Results, ctx: Context):
                    "wall_time_min": runs["wall_time_s"].astype(float).mean() / 60, "steps": runs["steps"].max()}
             line = {"Benchmark": render.benchmark_name(bench), "Method": render.method_name(method),
                     "Runs": len(runs), "Wall time / run (min)": render.fmt_pm(row["wall_time_min"], None, 1, 1.0)}
-            if step_means is not None and (bench, method) in step_means.droplevel("seed").index:
-                means = step_means.loc[(bench, method)].mean()
+            if (bench, method) in arm_means.index:
+                means = arm_means.loc[(bench, method)]
                 for column in time_columns:
                     row[f"{column}_mean_s"] = means[column]
                     line[f"{column.removeprefix('time/')} s/step"] = render.fmt_pm(means[column], None, 2, 1.0)
+                if "actor/optimizer_steps" in means:
+                    row["optimizer_steps"] = means["actor/optimizer_steps"]
+                    line["Optimizer steps / step"] = render.fmt_pm(means["actor/optimizer_steps"], None, 1, 1.0)
+            _cost_ratios(row, line, arm_means, ctx, bench, method, ratio_columns)
             tidy.append(row)
             display.append(line)
     return pd.DataFrame(tidy), pd.DataFrame(display).fillna(render.MISSING)
+
+
+def _present(results: Results, column: str) -> list[str]:
+    return [column] if column in results.metrics.columns else []
+
+
+def _cost_ratios(row: dict, line: dict, arm_means: pd.DataFrame, ctx: Context, bench: str, method: str,
+                 measured: list[str]) -> None:
+    """The arm's cost over the baseline's: planned, then measured (token positions, step time)."""
+    base = ctx.baseline
+    planned = ctx.planned_step_cost(bench, method), ctx.planned_step_cost(bench, base)
+    row["planned_ratio"] = planned[0] / planned[1] if None not in planned else float("nan")
+    line[f"Planned × {render.method_name(base)}"] = render.fmt_pm(row["planned_ratio"], None, 2, 1.0)
+    for column, name, title in (("cost/tokens", "token_ratio", "Tokens"), ("time/step_s", "step_time_ratio",
+                                                                          "Step time")):
+        have = column in measured and {(bench, method), (bench, base)} <= set(arm_means.index)
+        row[name] = arm_means.loc[(bench, method), column] / arm_means.loc[(bench, base), column] if have \
+            else float("nan")
+        line[f"{title} × {render.method_name(base)} (measured)"] = render.fmt_pm(row[name], None, 2, 1.0)

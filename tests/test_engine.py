@@ -128,6 +128,25 @@ def test_teacher_forward_runs_only_when_the_method_needs_it(models, tmp_path, mo
     assert bool(calls) == expects_teacher
 
 
+def test_a_step_logs_the_tokens_it_processed_and_the_protocol_the_machine(models, tmp_path):
+    """cost/tokens counts what the step read (harness/engine/cost.py: the student's tokens over every pass, the
+    teacher's over its pass), the count the compute-matched arm is planned with; protocol.json names the CPU
+    instruction set, outside the protocol hash."""
+    from harness.engine.cost import student_passes
+    from harness.records.protocol import protocol_hash
+
+    cfg = toy_config(tmp_path, models, method="rlsd", train={"steps": 1})
+    run_dir = train(cfg)
+    row = comparable_metrics(run_dir).iloc[0]
+    assert row["cost/teacher_tokens"] > row["train/tokens"] > 0  # the privileged prompt is longer
+    assert row["cost/tokens"] == student_passes(cfg) * row["train/tokens"] + row["cost/teacher_tokens"]
+    assert row["actor/optimizer_steps"] == -(-row["train/rows"] // cfg.train.ppo_mini_batch)
+    protocol = json.loads((run_dir / "protocol.json").read_text())
+    assert protocol["machine"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    moved = {**protocol, "machine": {**protocol["machine"], "cpu_capability": "another"}}
+    assert protocol_hash(moved) == protocol["sha256"]
+
+
 def test_bad_config_fails_before_any_model_loads(models, tmp_path, monkeypatch, capsys):
     import harness.policy.models
     import harness.policy.source

@@ -157,16 +157,18 @@ class TeacherScorer:
         available = torch.tensor([c is not None for c in contexts], dtype=torch.bool)
         teacher_logp = batch.old_logp.clone() if "old_logp" in batch else torch.zeros(batch.response_ids.shape)
         rows = available.nonzero().flatten()
-        truncated = 0
+        truncated, tokens = 0, 0
         if len(rows):
             ids = chat_prompt_ids(self.tokenizer, [contexts[r] + prompts[r] for r in rows.tolist()])
             truncated = sum(len(x) > self.limit for x in ids)
             prompt_ids, prompt_mask = pad_left([x[-self.limit:] for x in ids], self.tokenizer.pad_token_id)
+            tokens = int(prompt_mask.sum() + batch.response_mask[rows].sum())
             teacher_logp[rows] = self._logprobs(prompt_ids, prompt_mask, batch.response_ids[rows],
                                                 batch.response_mask[rows])
             self.forward_rows += len(rows)
         metrics = premise_metrics(teacher_logp, teacher_logp if "old_logp" not in batch else batch.old_logp,
                                   batch.response_mask, available, batch.success, truncated)
+        metrics["cost/teacher_tokens"] = tokens  # what the pass read: the compute-matched arm's basis (engine/cost.py)
         return batch.with_columns(teacher_logp=teacher_logp, teacher_available=available), metrics
 
     def _logprobs(self, prompt_ids, prompt_mask, response_ids, response_mask) -> torch.Tensor:

@@ -19,6 +19,7 @@ import torch
 
 from harness.core.loss import masked_mean
 from harness.engine import credit, distributed, failures, rollout
+from harness.engine.cost import step_positions
 from harness.engine.evaluate import evaluate
 from harness.engine.interrupt import NO_STOP, Interrupted, StepAbandoned, StopRequest
 from harness.engine.run import RunContext, open_run
@@ -65,11 +66,13 @@ def rl_step(ctx: RunContext, step: int) -> dict[str, float]:
         # the gradients are spent: freed before the sync wakes the engine's weights (and before generation)
         ctx.optimizer.zero_grad(set_to_none=True)
         distributed.sync_weights(ctx.backend, ctx.model)
+    tokens = int(batch.prompt_mask.sum() + batch.response_mask.sum())
     metrics.update({"time/generation_s": timing.generation_s, "time/env_s": timing.env_s,
                     "time/prompt_s": timing.prompt_s, "time/teacher_s": teacher_s,
                     "time/update_s": time.perf_counter() - update_start, "time/step_s": time.perf_counter() - start,
                     "train/rows": batch.num_rows, "train/response_tokens": int(batch.response_mask.sum()),
-                    "train/tokens": int(batch.prompt_mask.sum() + batch.response_mask.sum())})
+                    "train/tokens": tokens,
+                    "cost/tokens": step_positions(cfg, tokens, metrics.get("cost/teacher_tokens", 0))})
     if ctx.device.type == "cuda":  # since the run started: compared with the memory plan by scripts/gpu_check.sh
         metrics["memory/peak_gib"] = torch.cuda.max_memory_allocated(ctx.device) / 2**30
     return metrics

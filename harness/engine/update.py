@@ -72,4 +72,6 @@ def ppo_update(model, optimizer, accelerator, batch: StepBatch, advantages: torc
     sums, counts = distributed.merge_sums(model, sums, counts)
     sums["actor/grad_norm"] = sums.pop("grad_norm")
     counts["actor/grad_norm"] = counts.pop("grad_norm")
-    return {k: sums[k] / counts[k] for k in sums}  # policy_loss names its metrics (actor/..., method/...)
+    out = {k: sums[k] / counts[k] for k in sums}  # policy_loss names its metrics (actor/..., method/...)
+    out["actor/optimizer_steps"] = train_cfg.ppo_epochs * -(-n // train_cfg.ppo_mini_batch)
+    return out

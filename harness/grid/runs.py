@@ -61,6 +61,7 @@ class Grid:
     runs: tuple[RunSpec, ...]
     resources: dict  # gpus, mem_mb, threads, runtime_min of one train job
     settings: tuple[tuple[tuple[str, Any], ...], ...] = ()  # grid.settings, each sorted by key; () = none swept
+    compute_basis: str | None = None  # grid.compute_basis: the token basis the compute-matched arm is planned from
 
     @property
     def method_labels(self) -> list[str]:
@@ -137,7 +138,7 @@ def load_grid(profile: str, config_dir: str | Path = "config") -> Grid:
     resources["strategy"] = _strategy(raw, path)  # how the job is launched: one process, or torchrun over its GPUs
     output_dir = raw.get("output_dir") or RunConfig().output_dir
     settings = tuple(setting for setting in _settings(grid.settings, path) if setting)
-    return Grid(path.stem, path, str(output_dir), tuple(runs), resources, settings)
+    return Grid(path.stem, path, str(output_dir), tuple(runs), resources, settings, grid.compute_basis)
 
 
 def setting_label(label: str, setting: tuple[tuple[str, Any], ...]) -> str:
@@ -182,7 +183,7 @@ def _compute_matched_runs(path: Path, grid, runs: list[RunSpec], setting=()) -> 
     label = setting_label(COMPUTE_MATCHED, setting)
     for bench in grid.benchmarks:
         arms = {run.label: run.override_items() for run in runs if run.benchmark == bench}  # one per variant
-        extra = plan_compute_matched(path, bench, list(arms.values()))
+        extra = plan_compute_matched(path, bench, list(arms.values()), grid.compute_basis)
         if extra is not None:
             extra = tuple(e for e in extra if not e.startswith("run_label=")) + (f"run_label={label}",)
             out += [RunSpec(bench, "grpo", (), label, int(s), extra, setting) for s in grid.seeds]

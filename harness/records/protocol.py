@@ -28,6 +28,27 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
+def machine() -> dict[str, Any]:
+    """Where the run computed: the instruction set torch's CPU kernels dispatch to (AVX2 and AVX-512 runs of one
+    config end at other weights, docs/reproduce.md), the processor and the GPU. Recorded, never hashed: a run
+    resumed on another node of a cluster keeps its protocol."""
+    import torch
+
+    return {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "processor": _processor_name(),
+            "machine": platform.machine(), "cuda_device": torch.cuda.get_device_name(0)
+            if torch.cuda.is_available() else None, "torch_threads": torch.get_num_threads()}
+
+
+def _processor_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def git_commit(cwd: Path | None = None) -> str | None:
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5)
@@ -51,6 +72,7 @@ def build_protocol(*, config: dict, method_options: dict, seeds: dict, template_
         "panels": {role: {"split": p.split, "size": len(p), "sha256": p.sha256} for role, p in panels.items()},
         "versions": package_versions(),
         "git_commit": git_commit(Path(__file__).resolve().parents[2]),
+        "machine": machine(),
     }
     record["sha256"] = protocol_hash(record)
     record["config_sha256"] = config_hash(record)
@@ -67,8 +89,9 @@ VOLATILE_SECTION_KEYS = (("train", "process_group_timeout_min"), ("backend", "sl
 
 
 def stable_view(record: dict) -> dict:
-    """The record without volatile fields (its own hashes, run paths, tracking, the grid, the git commit)."""
-    stable = {k: v for k, v in record.items() if k not in ("sha256", "config_sha256", "git_commit")}
+    """The record without volatile fields (its own hashes, run paths, tracking, the grid, the git commit, the
+    machine)."""
+    stable = {k: v for k, v in record.items() if k not in ("sha256", "config_sha256", "git_commit", "machine")}
     config = {k: v for k, v in (stable.get("config") or {}).items() if k not in VOLATILE_CONFIG_KEYS}
     for section, key in VOLATILE_SECTION_KEYS:
         if isinstance(config.get(section), dict) and key in config[section]:

@@ -16,8 +16,16 @@ from harness.config import load_config
 from harness.core import registry
 from harness.core.ranges import Checked
 from harness.core.typed import ConfigError
-from harness.grid.compute_match import (COMPUTE_MATCHED, DISPLAY, arm_run_cost, budget_basis, load_basis, plan,
-                                        run_cost, step_cost)
+from harness.grid.compute_match import (
+    COMPUTE_MATCHED,
+    DISPLAY,
+    arm_run_cost,
+    budget_basis,
+    load_basis,
+    plan,
+    run_cost,
+    step_cost,
+)
 from harness.grid.runs import load_grid
 from methods.grpo import Grpo
 from paper_figures import render, tables
@@ -39,10 +47,11 @@ def check_arm(grid) -> list:
     """Every benchmark × seed has the arm, and its counted cost is within 10% of the costliest method's."""
     arms = [r for r in grid.runs if r.label == COMPUTE_MATCHED]
     assert {(r.benchmark, r.seed) for r in arms} == {(r.benchmark, r.seed) for r in grid.runs}
+    basis = load_basis(grid.compute_basis) if grid.compute_basis else None  # the profile's measured basis
     for arm in arms:
         others = [r for r in grid.runs if r.benchmark == arm.benchmark and r.label != COMPUTE_MATCHED]
-        costliest = max(arm_run_cost(grid.profile_path, r.override_items()) for r in others)
-        planned = arm_run_cost(grid.profile_path, arm.override_items())
+        costliest = max(arm_run_cost(grid.profile_path, r.override_items(), basis) for r in others)
+        planned = arm_run_cost(grid.profile_path, arm.override_items(), basis)
         assert abs(planned - costliest) <= 0.10 * costliest, (arm.extra, planned, costliest)
         cfg = load_config(grid.profile_path, arm.override_items())
         assert cfg.method.name == "grpo" and cfg.run_dir.parts[-2] == COMPUTE_MATCHED  # its own run folder
@@ -58,7 +67,7 @@ def optimizer_steps(cfg, rows_per_rollout: float = 11.0) -> int:
 def test_default_grid_has_the_arm_within_ten_percent():
     grid = load_grid("cpu", REPO / "config")
     arms = check_arm(grid)
-    assert {"rlsd", "sharpo", "gigpo", "oracle_fatal", COMPUTE_MATCHED} <= set(grid.method_labels)
+    assert {"rlsd", "sharpo", "oracle_fatal", "oracle_decisive", COMPUTE_MATCHED} <= set(grid.method_labels)
     # planned from the shipped token basis (grid.compute_basis); the mini-batch grows with the group
     cfg = load_config(REPO / "config" / "cpu.yaml", list(arms[0].override_items()))
     grpo = load_config(REPO / "config" / "cpu.yaml", ["method=grpo"])

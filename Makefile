@@ -42,8 +42,9 @@ reproduce: setup          ## the default profile (cpu: Gates on the CPU): train 
 test: setup               ## the default test suite (what CI runs)
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q
 
-lint: setup               ## ruff: pyflakes, pycodestyle, import order, 120-character lines (pyproject.toml)
+lint: setup               ## ruff (pyflakes, pycodestyle, import order, 120-character lines) and the layers' import contract
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 test-slow: setup          ## end-to-end tests that take minutes
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q -m slow
@@ -56,4 +57,4 @@ figures: setup            ## regenerate tables and figures from the logged runs
 	$(PY) -m paper_figures
 
 learning: setup           ## does every registered method learn on the cpu profile? 5 seeds vs a frozen control
-	$(PY) benchmarks/learning.py
+	$(PY) -m perf.learning

@@ -37,12 +37,13 @@ import os
 import shlex
 import sys
 
-sys.path.insert(0, workflow.basedir)  # harness and paper_figures from this checkout, wherever snakemake runs
+from snakemake.exceptions import WorkflowError
 
-from harness.gpu_slots import job_threads, train_command, wrapper_prefix  # noqa: E402
-from harness.grid.runs import load_grid  # noqa: E402
-from harness.grid.identity import grid_identities  # noqa: E402
-from harness.job_slices import job_slices  # noqa: E402
+# harness and paper_figures come from the installed package (make setup: pip install -e .)
+from harness.gpu_slots import job_threads, train_command, wrapper_prefix
+from harness.grid.runs import load_grid
+from harness.grid.identity import grid_identities
+from harness.job_slices import job_slices
 
 PROFILE = str(config.get("profile", "cpu"))
 CONFIG_DIR = str(config.get("config_dir", "config"))
@@ -62,8 +63,18 @@ LOCAL = workflow.local_exec and not workflow.remote_exec
 DECLARED_GPUS = getattr(workflow.global_resources.get("gpu"), "value", None)  # None: no --resources gpu=G
 GPU_SLOTS = wrapper_prefix(sys.executable, GRID.resources["gpus"], DECLARED_GPUS,
                            os.environ.get("CUDA_VISIBLE_DEVICES"), LOCAL)
+
+
+def declared_cores():
+    """--cores N, or None where it was not given."""
+    try:
+        return workflow.cores
+    except WorkflowError:
+        return None
+
+
 TRAIN_THREADS = job_threads(GRID.resources["threads"], GRID.resources["gpus"], DECLARED_GPUS,
-                            workflow._cores if LOCAL else None)
+                            declared_cores() if LOCAL else None)
 
 wildcard_constraints:
     benchmark="[A-Za-z0-9_]+",

@@ -17,10 +17,11 @@ import re
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import ClassVar, Sequence
 
 from harness.core.plugins import Registry
 from harness.core.ranges import Checked
+from harness.core.trajectory import Task  # noqa: F401  (a benchmark's tasks; defined with the trajectory records)
 
 INVALID_ACTION_FEEDBACK = "Nothing happens."
 # What a benchmark that knows the truth may put in a step's info["credit_label"] (docs/credit.md): "fatal" = the
@@ -29,15 +30,6 @@ INVALID_ACTION_FEEDBACK = "Nothing happens."
 # lost), "correct" = the rest. The engine scores every method's per-turn advantages against these labels, and the
 # oracle control arms (methods/oracle.py) read them.
 CREDIT_LABELS = ("correct", "detour", "fatal", "invalid", "neutral")
-
-
-@dataclass(frozen=True)
-class Task:
-    task_id: str
-    task_type: str
-    split: str
-    # benchmark-specific payload (a game file path, a goal dict, ...); not part of the identity
-    payload: Any = field(default=None, compare=False, hash=False, repr=False)
 
 
 @dataclass(frozen=True)

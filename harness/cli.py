@@ -147,9 +147,9 @@ def _run_command(args, cfg) -> int:
 
 
 def _build_model(cfg, args) -> int:
+    from harness.config import seeded_benchmark
     from harness.policy import shipped
     from harness.policy.source import ensure_tiny_model, prepare_policy, tiny_model_dir
-    from harness.records.seeding import seeded_benchmark
 
     if cfg.model.source != "tiny":
         if args.rebuild or args.ship:
@@ -181,10 +181,10 @@ def _plan(cfg, gpu_gib: float | None) -> int:
 def protocol_only(cfg) -> dict:
     import dataclasses
 
-    from harness.config import to_dict
+    from harness.config import seeded_benchmark, to_dict
     from harness.core import registry
+    from harness.core.seeding import Seeds
     from harness.records.protocol import build_protocol
-    from harness.records.seeding import Seeds, seeded_benchmark
 
     seeds = Seeds.from_master(cfg.seed)
     benchmark = seeded_benchmark(cfg, seeds)

@@ -219,3 +219,13 @@ def to_dict(cfg: RunConfig) -> dict:
     raw = dataclasses.asdict(cfg)
     raw[cfg.benchmark] = raw.pop("benchmark_options")
     return raw
+
+
+def seeded_benchmark(cfg: RunConfig, seeds=None):
+    """The run's benchmark, built from its config with the env seed its master seed derives (``seeds``: the run's
+    :class:`harness.core.seeding.Seeds`, else derived from ``cfg.seed``)."""
+    from envs.base import make_benchmark
+    from harness.core.seeding import Seeds
+
+    seeds = seeds or Seeds.from_master(cfg.seed)
+    return make_benchmark(cfg.benchmark, cfg.benchmark_config, seed=seeds.env, think=cfg.rollout.think)

@@ -19,7 +19,7 @@ c = bytes of ``model.dtype``, the compute dtype):
   autocast region ends (full fine-tune: c·P); FSDP gathers the unit being run plus the one prefetched (the root
   unit: embeddings, final norm, lm_head; and two decoder layers) in the compute dtype, and for a full fine-tune
   holds as much again of unsharded gradients before the reduce-scatter.
-* Reference model (``kl_coef > 0``, :mod:`harness.policy.reference`): LoRA = the base with the adapter disabled (no
+* Reference model (``kl_coef > 0``, :mod:`harness.engine.reference`): LoRA = the base with the adapter disabled (no
   memory); FSDP = sharded like the policy, fp32, 4·P/k; one GPU with ``train.reference_offload`` = an fp32 copy in
   CPU memory whose modules accelerate's ``cpu_offload`` hooks bring to the GPU one at a time while it scores (the
   largest module, the embedding or lm_head, in fp32 plus its cast); one GPU otherwise = an fp32 copy, 4·P.

@@ -41,7 +41,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 QWEN_1_5B = dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
@@ -251,9 +250,8 @@ def build_model(shape, folder: Path, cuda: bool) -> Path:
 
 def gates_corpus() -> list[str]:
     """Prompts and expert responses of 50 Gates train tasks: what the tokenizer is trained on."""
-    from harness.config import load_config
+    from harness.config import load_config, seeded_benchmark
     from harness.policy.source import demonstrations
-    from harness.records.seeding import seeded_benchmark
 
     cfg = load_config(REPO / "config" / "cpu.yaml")
     benchmark = seeded_benchmark(cfg)

@@ -13,4 +13,4 @@ if [[ -z "${PYTHON:-}" ]]; then
   if [[ -x .venv/bin/python ]]; then PYTHON=.venv/bin/python; else PYTHON=python3; fi
 fi
 export HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
-exec timeout --signal=TERM --kill-after=10 "${GPU_CHECK_TIMEOUT_S:-470}" "$PYTHON" scripts/gpu_check.py "$@"
+exec timeout --signal=TERM --kill-after=10 "${GPU_CHECK_TIMEOUT_S:-470}" "$PYTHON" -m scripts.gpu_check "$@"

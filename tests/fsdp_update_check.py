@@ -23,11 +23,10 @@ sys.path.insert(0, str(ROOT))  # launched as a script: import harness from this 
 
 def main(out: str, overrides: list[str]) -> None:
     from harness.config import load_config
-    from harness.engine import distributed, rollout, sharding
+    from harness.engine import checkpoint, distributed, rollout, sharding
     from harness.engine.run import open_run
     from harness.engine.update import ppo_update, score
     from harness.policy.source import prepare_policy
-    from harness.records import checkpoint
     from harness.records.run_state import load_checkpoint
 
     cfg = load_config(ROOT / "config" / "smoke.yaml", ["train.strategy=fsdp", "model.dtype=float32",
@@ -138,8 +137,7 @@ def compare_with_one_process(single, batch, advantages, old_logp, ctx, sharded_m
 def reload_checkpoint(ctx, state: dict, saved) -> float | None:
     """Scramble the sharded weights, restore the checkpoint as a resume does, and return how far the restored
     full state is from the saved one (rank 0; None elsewhere)."""
-    from harness.engine import distributed
-    from harness.records import checkpoint
+    from harness.engine import checkpoint, distributed
     with torch.no_grad():
         for param in ctx.model.parameters():
             param.mul_(0.5).add_(1.0)

@@ -17,7 +17,8 @@ from collections import defaultdict
 
 import numpy as np
 import torch
-from reference_graphgpo import Data, episode_norm_reward
+
+from tests.reference_graphgpo import Data, episode_norm_reward
 
 SUCCESS_REWARD = 10.0
 

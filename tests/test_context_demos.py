@@ -3,9 +3,9 @@ successful sibling's action list puts more probability on the right door than th
 from __future__ import annotations
 
 from envs.base import make_benchmark
-from harness.engine.teacher import SIBLING_HEADER, SKILLS_HEADER
 from harness.policy.context_demos import context_demonstrations, pivots, play, probe
 from harness.policy.source import prepare_policy
+from harness.teacher_contexts import SIBLING_HEADER, SKILLS_HEADER
 from tests.engine_helpers import toy_config
 
 # the smallest game with a pivot; plain demonstrations teach both doors alike (the student stays at 1/2), the
@@ -72,3 +72,12 @@ def test_warm_start_batches_context_demonstrations_apart():
     order = list(range(20))
     random.Random(0).shuffle(order)
     assert plain == [order[:8], order[8:16], order[16:]]
+
+
+def test_every_teacher_context_has_its_header_in_the_cache_key():
+    """harness/teacher_contexts.HEADERS feeds the tiny model's cache key: a context registered without a header
+    there would change nothing in the key although the warm start demonstrates it."""
+    from harness.core.registry import TEACHER_CONTEXTS
+    from harness.teacher_contexts import HEADERS
+
+    assert sorted(HEADERS) == TEACHER_CONTEXTS.available()

@@ -8,6 +8,7 @@ import torch
 
 import harness.engine.teacher
 import harness.engine.trainer
+import harness.teacher_contexts
 from harness.engine import rollout
 from harness.engine.run import open_run
 from harness.engine.trainer import train
@@ -113,7 +114,7 @@ def test_successful_sibling_context_prefers_another_rollout():
     winner_b = rollout.Trajectory(task, 0, 1, turns=[turn.__class__(**{**turn.__dict__, "action": "open door"})],
                                   won=True)
     loser = rollout.Trajectory(task, 1, 2, turns=[turn], won=False)
-    contexts = harness.engine.teacher.sibling_contexts([winner_a, winner_b, loser], "toy")
+    contexts = harness.teacher_contexts.sibling_contexts([winner_a, winner_b, loser], "toy")
     assert "open door" in contexts[0] and "take red key" in contexts[1]
     assert contexts[2] is None  # group 1 has no success: no teacher, the method falls back to GRPO
 

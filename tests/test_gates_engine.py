@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
+from harness.engine import checkpoint
 from harness.engine.trainer import train
-from harness.records import checkpoint
 from tests.engine_helpers import toy_config
 
 GATES = {"horizon": 2, "pivots": 1, "choices": 2, "train_panel_size": 40, "eval_panel_size": 8}

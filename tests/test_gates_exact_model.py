@@ -10,6 +10,8 @@ import pytest
 import torch
 
 from envs.vector import VectorEnv
+from harness.config import seeded_benchmark
+from harness.core.seeding import Seeds
 from harness.engine import rollout
 from harness.engine.evaluate import exact_success
 from harness.policy.backends.hf import HFBackend, sample_tokens
@@ -18,7 +20,6 @@ from harness.policy.sequence_prob import sampling_logprobs
 from harness.policy.source import prepare_policy
 from harness.policy.tokenizer import stop_token_ids
 from harness.policy.warm_start import format_response
-from harness.records.seeding import Seeds, seeded_benchmark
 from tests.engine_helpers import toy_config
 
 GATES = {"horizon": 2, "pivots": 1, "decoys": 1, "alarm_delay": 1, "choices": 2, "colours": 2, "slack": 2,

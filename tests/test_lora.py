@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import harness.engine.reference
 import harness.engine.trainer
-import harness.policy.reference
 from harness.engine import rollout
 from harness.engine.run import open_run
 from harness.engine.trainer import train
@@ -66,9 +66,9 @@ def test_only_the_adapter_trains_in_fp32_over_a_base_in_the_compute_dtype(models
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_the_reference_is_exactly_the_base_model(models, tmp_path, dtype, monkeypatch):
-    monkeypatch.setattr(harness.policy.reference, "FrozenCopy", _no_copy)
+    monkeypatch.setattr(harness.engine.reference, "FrozenCopy", _no_copy)
     ctx = open_run(lora_config(tmp_path, models, dtype=dtype))
-    assert isinstance(ctx.reference, harness.policy.reference.AdapterOff)
+    assert isinstance(ctx.reference, harness.engine.reference.AdapterOff)
     batch = _batch(ctx)
     _perturb_adapter(ctx.model)
     reference = ctx.reference.logprobs(batch, 8)

@@ -8,8 +8,6 @@ import math
 
 import numpy as np
 import pytest
-import reference_g2po
-import reference_graphgpo
 import torch
 from synthetic import batch_from_rows
 
@@ -18,6 +16,7 @@ from harness.core import registry
 from harness.core.batch import SUCCESS_STATE, StepBatch
 from harness.engine import rollout
 from methods._state_graph import UNREACHABLE, goal_distance, state_graph
+from tests import reference_g2po, reference_graphgpo
 
 A, B, C = 101, 102, 103
 pytestmark = pytest.mark.filterwarnings(r"ignore:std\(\):UserWarning")  # core_g2po.py: one-row NaN

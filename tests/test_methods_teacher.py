@@ -175,7 +175,7 @@ def test_token_stats_extremes_ignore_the_padding(values):
 def test_rlsd_agrees_with_the_sdar_repo_transform_on_a_random_batch():
     """methods/rlsd.py against the test-only transcription of the SDAR repo's function (tests/reference_rlsd.py),
     every row with a teacher context, at λ(10) = 0.4: its exp2 form and block loop change nothing beyond float32
-    rounding (benchmarks/advantages.py times the two)."""
+    rounding (perf/advantages.py times the two)."""
     from reference_rlsd import compute_rlsd_token_advantage
     from synthetic import random_batch
 

@@ -1,15 +1,11 @@
 """FSDP start-up loads the weights on rank 0 alone (harness/engine/distributed.py: shard), measured by
-benchmarks/rank0_load.py on 2 gloo ranks: rank 1 builds on the meta device and its shards equal the folder's
+perf/rank0_load.py on 2 gloo ranks: rank 1 builds on the meta device and its shards equal the folder's
 weights exactly; the slow variant (~200M parameters) shows in RSS that rank 1 never held a full copy."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.rank0_load import measure  # noqa: E402
+from perf.rank0_load import measure
 
 
 def test_rank_1_builds_on_meta_and_receives_exact_shards():

@@ -15,8 +15,8 @@ import yaml
 
 import harness.engine.trainer as trainer
 from harness.config import to_dict
+from harness.engine import checkpoint
 from harness.engine.interrupt import EXIT_REQUEUE, Interrupted, StepAbandoned, StopRequest
-from harness.records import checkpoint
 from harness.records.run_state import load_checkpoint
 from tests.engine_helpers import assert_same_logs, toy_config
 

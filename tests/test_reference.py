@@ -1,4 +1,4 @@
-"""The KL reference (harness/policy/reference.py): none at kl_coef 0, a frozen copy for a full fine-tune, \
+"""The KL reference (harness/engine/reference.py): none at kl_coef 0, a frozen copy for a full fine-tune, \
 and the offloaded
 copy (accelerate's cpu_offload hooks, run here with the CPU as the execution device) scores as the plain one."""
 from __future__ import annotations
@@ -6,12 +6,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-import harness.policy.reference
+import harness.engine.reference
 from harness.engine import rollout
+from harness.engine.reference import FrozenCopy, build_reference
 from harness.engine.run import open_run
 from harness.engine.trainer import train
 from harness.engine.update import score
-from harness.policy.reference import FrozenCopy, build_reference
 from tests.engine_helpers import toy_config
 
 
@@ -21,13 +21,13 @@ def models(tmp_path_factory):
 
 
 def test_kl_coef_0_builds_no_reference_and_copies_no_module(models, tmp_path, monkeypatch):
-    real_deepcopy = harness.policy.reference.copy.deepcopy
+    real_deepcopy = harness.engine.reference.copy.deepcopy
 
     def deepcopy(obj, *args, **kwargs):
         assert not isinstance(obj, torch.nn.Module), "kl_coef 0 must not copy the model"
         return real_deepcopy(obj, *args, **kwargs)
 
-    monkeypatch.setattr(harness.policy.reference.copy, "deepcopy", deepcopy)  # the copy module, for every caller
+    monkeypatch.setattr(harness.engine.reference.copy, "deepcopy", deepcopy)  # the copy module, for every caller
     ctx = open_run(toy_config(tmp_path, models, train={"kl_coef": 0.0}))
     assert ctx.reference is None
     ctx.close("FINISHED")
@@ -53,7 +53,7 @@ def test_a_full_fine_tune_gets_a_frozen_copy_and_the_offloaded_one_scores_the_sa
 
 def test_the_reference_is_offloaded_only_on_cuda(models, tmp_path, monkeypatch):
     made = []
-    monkeypatch.setattr(harness.policy.reference, "FrozenCopy", lambda *a, offload: made.append(offload))
+    monkeypatch.setattr(harness.engine.reference, "FrozenCopy", lambda *a, offload: made.append(offload))
     cfg = toy_config(tmp_path, models)
     build_reference(cfg, None, None, "cpu")
     build_reference(cfg, None, None, "cuda")

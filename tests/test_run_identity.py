@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 import yaml
 
+import harness.engine.checkpoint
 import harness.engine.trainer
 import harness.policy.source
-import harness.records.checkpoint
 from harness.config import to_dict
 from harness.engine.trainer import train
 from tests.engine_helpers import comparable_metrics, toy_config
@@ -44,14 +44,14 @@ def mlflow_runs(cfg):
 
 def kill_at_checkpoint(monkeypatch, next_step: int):
     """Die while writing the checkpoint of ``next_step``: the rows of the step before it are logged but not kept."""
-    real = harness.records.checkpoint.save
+    real = harness.engine.checkpoint.save
 
     def save(ctx, step, elapsed):
         if step == next_step:
             raise KeyboardInterrupt("simulated kill")
         return real(ctx, step, elapsed)
 
-    monkeypatch.setattr(harness.records.checkpoint, "save", save)
+    monkeypatch.setattr(harness.engine.checkpoint, "save", save)
     return real
 
 
@@ -136,7 +136,7 @@ def test_resume_continues_the_same_mlflow_run_and_logs_no_step_twice(models, tmp
     with pytest.raises(KeyboardInterrupt):
         train(cfg)
     run_id = (cfg.run_dir / "mlflow_run_id").read_text()
-    monkeypatch.setattr(harness.records.checkpoint, "save", real)
+    monkeypatch.setattr(harness.engine.checkpoint, "save", real)
     train(cfg, resume=True)
     client, runs = mlflow_runs(cfg)
     assert [r.info.run_id for r in runs] == [run_id] and runs[0].info.status == "FINISHED"
@@ -155,7 +155,7 @@ def test_torn_last_log_line_is_dropped_with_a_warning_and_the_run_resumes(models
         train(cfg)
     with (cfg.run_dir / "metrics.jsonl").open("a") as journal:
         journal.write('{"step": 3, "train/succ')  # the write the kill cut short
-    monkeypatch.setattr(harness.records.checkpoint, "save", real)
+    monkeypatch.setattr(harness.engine.checkpoint, "save", real)
     with pytest.warns(UserWarning, match="metrics.jsonl"):
         resumed = train(cfg, resume=True)
     pd.testing.assert_frame_equal(comparable_metrics(reference), comparable_metrics(resumed))

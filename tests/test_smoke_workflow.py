@@ -69,11 +69,11 @@ def test_smoke_runs_are_in_mlflow(smoke_results):
 
 
 def test_soak_two_kills_reach_the_uninterrupted_tables(smoke_results, tmp_path):
-    """benchmarks/soak.py with N = 2: the smoke grid interrupted twice at random moments (SIGKILL, then SIGTERM) and
+    """perf/soak.py with N = 2: the smoke grid interrupted twice at random moments (SIGKILL, then SIGTERM) and
     resumed each time ends with the tables, per-run logs and MLflow runs of the uninterrupted grid above."""
-    cmd = [sys.executable, str(ROOT / "benchmarks" / "soak.py"), "--kills", "2",
+    cmd = [sys.executable, "-m", "perf.soak", "--kills", "2",
            "--reference", str(smoke_results.parent), "--work", str(tmp_path / "soak")]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1500,
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1500, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     summary = json.loads(done.stdout.strip().splitlines()[-1])

@@ -22,7 +22,7 @@ class RunsCode:
 
 
 def written_like_the_harness(tmp_path):
-    """A checkpoint as harness/records/checkpoint.py writes it: step, weights, AdamW's state after a step."""
+    """A checkpoint as harness/engine/checkpoint.py writes it: step, weights, AdamW's state after a step."""
     model = torch.nn.Linear(4, 3)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     model(torch.randn(2, 4)).sum().backward()

@@ -9,10 +9,10 @@ import pytest
 import torch
 
 from harness.config import load_config
+from harness.core.seeding import step_seed
 from harness.policy.backends import engine_config, make_backend
 from harness.policy.backends.vllm import launch_arguments
 from harness.policy.precision import Precision
-from harness.records.seeding import step_seed
 from tests.test_vllm_colocate import RecordingLLM, fake_vllm  # noqa: F401  (the fixture)
 
 WORLD = 2

@@ -38,6 +38,11 @@ class Registry(Generic[T]):
         self._entries: dict[str, T | str] = {}
         self._discovered_all = False
 
+    def discover_with(self, discover: Callable[[str | None], None]) -> None:
+        """Set how missing names are found (a layer above the registry imports its plug-in packages)."""
+        self._discover = discover
+        self._discovered_all = False
+
     def register(self, name: str) -> Callable[[T], T]:
         """Decorator: ``@registry.register("name")``. A second, different plug-in under one name is an error
         (the same class re-imported, e.g. a reloaded module, may register again)."""

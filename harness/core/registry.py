@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import pkgutil
 from typing import Any, Callable, ClassVar, Mapping
 
 from torch import Tensor
@@ -22,14 +21,10 @@ from harness.core.plugins import Registry, UnknownPluginError
 from harness.core.ranges import Checked
 from harness.core.typed import build_dataclass
 
-
-def _import_teacher_contexts(name: str | None) -> None:
-    importlib.import_module("harness.engine.teacher")  # its @TEACHER_CONTEXTS.register decorators run
-
-
 # Privileged contexts the engine can build: name -> builder(trajectories, benchmark) -> one context (or None) per
-# row. harness/engine/teacher.py registers its three; a method's ``teacher`` names one, or None for no teacher.
-TEACHER_CONTEXTS: Registry[Callable] = Registry("teacher context", discover=_import_teacher_contexts)
+# row. harness/teacher_contexts.py registers its three; a method's ``teacher`` names one, or None for no teacher.
+# Like METHODS, filled on a first lookup by the importer harness/plugins.py installs: this layer names no plug-in.
+TEACHER_CONTEXTS: Registry[Callable] = Registry("teacher context")
 
 
 class Method:
@@ -85,17 +80,8 @@ def _check_method(name: str, cls: type[Method]) -> None:
     cls.name = name
 
 
-def _import_methods(name: str | None) -> None:
-    """Import every module of the ``methods`` package (once): their ``@register`` decorators run."""
-    import methods
-
-    for info in pkgutil.iter_modules(methods.__path__):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"methods.{info.name}")
-
-
 METHODS: Registry[type[Method]] = Registry(
-    "method", discover=_import_methods, check=_check_method,
+    "method", check=_check_method,
     hint="A method of your own can be named by its dotted path, e.g. 'mypkg.mymethod:MyMethod'")
 register = METHODS.register  # the decorator a method module uses: @register("sharpo")
 

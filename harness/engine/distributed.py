@@ -168,7 +168,7 @@ def shard_seed(seed: int, first_task: int) -> int:
     starts at 0, so one process samples exactly as before. Shares elsewhere draw from their own stream (sampling
     draws depend on a row's place in the generation batch, so k ranks cannot replay one process's draws; they
     draw from the same distribution, reproducibly for a given k)."""
-    from harness.records.seeding import step_seed
+    from harness.core.seeding import step_seed
 
     return seed if first_task == 0 else step_seed(seed, first_task, "shard")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 
+from harness.core.seeding import step_seed
 from harness.engine import distributed, rollout
 from harness.policy.sequence_prob import response_probabilities
 from harness.policy.warm_start import format_response
-from harness.records.seeding import step_seed
 
 
 def evaluate(ctx, step: int) -> dict[str, float]:

@@ -9,7 +9,7 @@ SIGTERM (a SLURM time limit or preemption, ``scancel``, snakemake's interrupt) a
 * while the update changes the weights (PPO mini-batches, the weight sync, logging the step) it only sets a flag:
   the step finishes, is logged, and the loop stops at the step boundary.
 
-The loop then writes a checkpoint at the step reached (every rank; :func:`harness.records.checkpoint.save`, which
+The loop then writes a checkpoint at the step reached (every rank; :func:`harness.engine.checkpoint.save`, which
 writes a temporary file and renames it), marks the MLflow run KILLED and the process exits with
 :data:`EXIT_REQUEUE`. A second signal only sets the flag again, so it can never cut the save short. In a
 distributed run a rank never abandons alone: the ranks agree on the flag at each step boundary

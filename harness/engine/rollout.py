@@ -9,51 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch
 
 from envs.base import CREDIT_LABELS, Benchmark, Observation, Task, parse_action
 from harness.core.batch import SUCCESS_STATE, StepBatch
+from harness.core.seeding import step_seed
+from harness.core.trajectory import Trajectory, Turn
 from harness.policy.logprobs import pad_left, pad_right
-from harness.records.seeding import step_seed
-
-
-@dataclass
-class Turn:
-    prompt: str
-    prompt_ids: list[int]
-    response_ids: list[int]
-    rollout_logp: list[float]
-    response_text: str
-    action: str
-    action_valid: bool
-    observation: str  # the observation this turn answered
-    next_observation: str
-    reward: float
-    credit_label: str | None = None  # the benchmark's ground truth for this turn, if it gives one (docs/credit.md)
-
-
-@dataclass
-class Trajectory:
-    task: Task
-    group_id: int
-    traj_id: int
-    task_text: str = ""
-    turns: list[Turn] = field(default_factory=list)
-    won: bool = False
-    score: float = 0.0
-    truncated: bool = False
-    failure_reason: str | None = None
-
-    @property
-    def episode_return(self) -> float:
-        return sum(t.reward for t in self.turns)
-
-    @property
-    def actions(self) -> list[str]:
-        return [t.action for t in self.turns]
 
 
 @dataclass

@@ -16,23 +16,23 @@ import torch
 
 from envs.base import Benchmark, TaskPanel
 from envs.vector import VectorEnv
-from harness.config import RunConfig, to_dict
+from harness.config import RunConfig, seeded_benchmark, to_dict
 from harness.core import registry
-from harness.engine import distributed
+from harness.core.seeding import Seeds, seed_everything
+from harness.engine import checkpoint, distributed
 from harness.engine.interrupt import NO_STOP, StopRequest
+from harness.engine.reference import Reference, build_reference
 from harness.engine.teacher import TeacherScorer
 from harness.engine.teacher_budget import check_before_weights, check_teacher_budget
 from harness.policy.backends import engine_config, make_backend
 from harness.policy.precision import Precision
-from harness.policy.reference import Reference, build_reference
 from harness.policy.source import prepare_policy
 from harness.preflight import check_start_up
 from harness.progress import progress
-from harness.records import checkpoint, run_state
+from harness.records import run_state
 from harness.records.protocol import build_protocol
 from harness.records.run_files import EVAL, METRICS, PROTOCOL, StepLog
 from harness.records.run_state import PartialRunError, RunIdentityError  # noqa: F401  (the errors callers catch)
-from harness.records.seeding import Seeds, seed_everything, seeded_benchmark
 from harness.records.tracking import check_store, experiment_name, make_tracker
 
 
@@ -46,7 +46,7 @@ class RunContext:
     eval_panel: TaskPanel
     method: registry.Method
     model: Any
-    reference: Reference | None  # π_ref of the KL term; None at train.kl_coef 0 (harness/policy/reference.py)
+    reference: Reference | None  # π_ref of the KL term; None at train.kl_coef 0 (harness/engine/reference.py)
     precision: Precision
     tokenizer: Any
     optimizer: Any

@@ -56,7 +56,7 @@ def scatter_from_rank0(sharded: torch.nn.Module, full_state: dict) -> None:
 
     verl's ``fsdp2_load_full_state_dict`` broadcasts each full tensor (``set_model_state_dict`` with
     ``broadcast_from_rank0``), so every rank holds the largest tensor whole for a moment; a scatter sends each rank
-    its own rows, so a rank's peak is its shard plus one chunk (``benchmarks/rank0_load.py`` measures both)."""
+    its own rows, so a rank's peak is its shard plus one chunk (``perf/rank0_load.py`` measures both)."""
     import torch.distributed as dist
 
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -2,7 +2,8 @@
 (methods/FORMULAS.md#teacher-contexts).
 
 Same weights, no gradient, the same response tokens; only the prompt differs: a privileged context is placed
-before the student's prompt. Three contexts exist (a method names one in ``Method.teacher``):
+before the student's prompt. Three contexts exist (harness/teacher_contexts.py; a method names one in
+``Method.teacher``):
 
 - ``skills``: ``"[Privileged Skill Information]\\n{skill}\\n\\n"`` with the task type's skill (RLSD, SDAR).
 - ``successful_sibling``: the actions of a successful rollout of the same group, preferring another rollout
@@ -25,62 +26,13 @@ from typing import Callable, Sequence
 import torch
 from torch import Tensor
 
-from envs.base import BENCHMARKS
 from harness.core.batch import StepBatch
 from harness.core.registry import TEACHER_CONTEXTS
+from harness.core.trajectory import Trajectory
 from harness.engine import distributed
-from harness.engine.rollout import Trajectory
 from harness.policy.logprobs import pad_left, response_logprobs
 from harness.policy.precision import Precision
 from harness.policy.tokenizer import chat_prompt_ids
-
-SKILLS_HEADER = "[Privileged Skill Information]\n"
-SIBLING_HEADER = "Reference: a successful attempt at this task took these actions:\n"
-HINDSIGHT_HEADER = "The observation that followed your action at this step:\n"
-
-
-def _sibling_actions(trajs: Sequence[Trajectory]) -> dict[int, str | None]:
-    """traj_id → the action text of a successful rollout of its group (another one where possible)."""
-    winners: dict[int, list[Trajectory]] = {}
-    for traj in trajs:
-        if traj.won and traj.turns:
-            winners.setdefault(traj.group_id, []).append(traj)
-    chosen: dict[int, str | None] = {}
-    for traj in trajs:
-        pool = winners.get(traj.group_id, [])
-        others = [w for w in pool if w.traj_id != traj.traj_id]
-        ref = (others or pool or [None])[0]
-        chosen[traj.traj_id] = "\n".join(ref.actions) if ref is not None else None
-    return chosen
-
-
-@TEACHER_CONTEXTS.register("skills")
-def skills_contexts(trajs: Sequence[Trajectory], benchmark: str) -> list[str | None]:
-    skill_for = BENCHMARKS.get(benchmark).skill_for
-    return [f"{SKILLS_HEADER}{skill_for(traj.task.task_type)}\n\n" for traj in trajs for _ in traj.turns]
-
-
-@TEACHER_CONTEXTS.register("successful_sibling")
-def sibling_contexts(trajs: Sequence[Trajectory], benchmark: str) -> list[str | None]:
-    actions = _sibling_actions(trajs)
-    out: list[str | None] = []
-    for traj in trajs:
-        text = actions[traj.traj_id]
-        out.extend([f"{SIBLING_HEADER}{text}\n\n" if text is not None else None] * len(traj.turns))
-    return out
-
-
-@TEACHER_CONTEXTS.register("hindsight")
-def hindsight_contexts(trajs: Sequence[Trajectory], benchmark: str) -> list[str | None]:
-    actions = _sibling_actions(trajs)
-    out: list[str | None] = []
-    for traj in trajs:
-        text = actions[traj.traj_id]
-        prefix = f"{SIBLING_HEADER}{text}\n\n" if text is not None else ""
-        out.extend(f"{prefix}{HINDSIGHT_HEADER}{turn.next_observation}\n\n" for turn in traj.turns)
-    return out
-
-
 
 
 def premise_metrics(teacher_logp: Tensor, old_logp: Tensor, response_mask: Tensor, available: Tensor,

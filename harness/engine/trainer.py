@@ -18,15 +18,14 @@ from pathlib import Path
 import torch
 
 from harness.core.loss import masked_mean
-from harness.engine import credit, distributed, failures, rollout
+from harness.core.seeding import step_seed
+from harness.engine import checkpoint, credit, distributed, failures, rollout
 from harness.engine.cost import step_positions
 from harness.engine.evaluate import evaluate
 from harness.engine.interrupt import NO_STOP, Interrupted, StepAbandoned, StopRequest
 from harness.engine.run import RunContext, open_run
 from harness.engine.update import ppo_update, score
-from harness.records import checkpoint
 from harness.records.run_files import write_done
-from harness.records.seeding import step_seed
 
 
 def sample_tasks(ctx: RunContext, step: int):

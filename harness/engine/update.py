@@ -12,10 +12,10 @@ import torch
 
 from harness.core.batch import StepBatch
 from harness.core.loss import policy_loss
+from harness.core.seeding import step_seed
 from harness.engine import distributed
 from harness.policy.logprobs import response_logprobs
 from harness.policy.precision import Precision
-from harness.records.seeding import step_seed
 
 
 def score(model, batch: StepBatch, micro_batch: int, device, precision: Precision | None = None) -> torch.Tensor:

@@ -18,6 +18,15 @@ from harness.grid.compute_match import DISPLAY as COMPUTE_MATCHED_DISPLAY
 from harness.grid.compute_match import plan as plan_compute_matched
 
 FROZEN = "frozen"  # label of the lr-0 control runs (grid.frozen_control)
+
+
+FROZEN_METHOD = "grpo"  # the frozen control is this method at lr 0
+
+
+def frozen_overrides(label: str = FROZEN) -> tuple[str, ...]:
+    """The frozen control's overrides of ``FROZEN_METHOD``: lr 0 (no update runs: train.updates_weights), under its
+    own label. The grid and perf/learning.py both build it from here."""
+    return ("train.lr=0.0", f"run_label={label}")
 # The grid's control arms, which are not methods: (display name, table order); methods declare theirs on the class
 CONTROL_ARMS = {FROZEN: ("Frozen (lr 0)", 10**5), COMPUTE_MATCHED: (COMPUTE_MATCHED_DISPLAY, 15)}
 
@@ -130,7 +139,7 @@ def load_grid(profile: str, config_dir: str | Path = "config") -> Grid:
             arms += _compute_matched_runs(path, grid, arms, setting)
         if grid.frozen_control:
             label = setting_label(FROZEN, setting)
-            arms += [RunSpec(b, "grpo", (), label, int(s), ("train.lr=0.0", f"run_label={label}"), setting)
+            arms += [RunSpec(b, FROZEN_METHOD, (), label, int(s), frozen_overrides(label), setting)
                      for b in grid.benchmarks for s in grid.seeds]
         runs += arms
     _check_unique(runs, path)

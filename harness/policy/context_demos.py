@@ -4,7 +4,7 @@ A pretrained LLM follows a hint or a reference placed before its prompt; a model
 prompts has never seen such a prefix (issue: its teacher knew less than the student). The warm start therefore
 also shows, on every turn where the plain demonstration leaves the choice open (a Gates gate under
 ``demo_pivots: leaning``) and on a share of the others (``model.warm_start_context_share``), each teacher context
-(skills, successful sibling, hindsight) built by the very builders of the teacher pass (harness/engine/teacher.py)
+(skills, successful sibling, hindsight) built by the very builders of the teacher pass (harness/teacher_contexts.py)
 and placed before the prompt as that pass places it, with the action the context points to: the successful
 reference's action at this turn (for the skill text: the demonstrator's, i.e. the expert's, action). For
 hindsight, half of these turns show the observation another admissible action would have led to (the row's own
@@ -78,7 +78,7 @@ def context_for(kind: str, benchmark: Benchmark, reference: Episode, turn_index:
     """The ``kind`` context the teacher pass would give a row at ``turn_index`` of a rollout of ``reference``'s
     task whose own action led to ``next_observation``, with ``reference`` as the group's successful sibling."""
     from harness.core.registry import TEACHER_CONTEXTS
-    from harness.engine.rollout import Trajectory, Turn
+    from harness.core.trajectory import Trajectory, Turn
 
     def as_turn(turn: DemoTurn, next_obs: str) -> Turn:
         return Turn(turn.prompt, [], [], [], "", turn.action, True, turn.observation, next_obs, 0.0)
@@ -125,7 +125,7 @@ def context_demonstrations(benchmark: Benchmark, tasks, rollout_cfg, max_steps: 
 
 
 # ---------------------------------------------------------------------------------------------------------
-# the probe: does the policy read the contexts? (benchmarks/teacher_probe.py)
+# the probe: does the policy read the contexts? (perf/teacher_probe.py)
 def pivots(scratch, episode: Episode) -> list[int]:
     """Turns of a won episode where some other admissible action ends the episode as a loss (a gate)."""
     out = []

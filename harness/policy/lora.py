@@ -2,8 +2,8 @@
 
 The frozen base is loaded in the compute dtype (harness/policy/precision.py: nothing steps it, so it needs no fp32
 master copy); the adapter is float32 (peft's ``autocast_adapter_dtype``), and only it is trained, given to
-AdamW and written to checkpoints (harness/records/checkpoint.py). The KL reference is the same module with the adapter
-disabled (harness/policy/reference.py), so a LoRA run holds one copy of the base.
+AdamW and written to checkpoints (harness/engine/checkpoint.py). The KL reference is the same module with the adapter
+disabled (harness/engine/reference.py), so a LoRA run holds one copy of the base.
 
 A generation engine that loaded the base checkpoint (vLLM) gets the adapter itself, not merged weights
 (harness/policy/engine_weights.py: merging into the bf16 base would round small updates away).

@@ -69,11 +69,11 @@ def tiny_model_dir(cfg) -> Path:
     }
     if cfg.model.warm_start_context_share > 0:  # the context texts are demonstrated: a changed header rebuilds
         from envs.base import BENCHMARKS
-        from harness.engine import teacher
         from harness.policy.context_demos import SCHEME
+        from harness.teacher_contexts import HEADERS
 
-        key["contexts"] = [teacher.SKILLS_HEADER, teacher.SIBLING_HEADER, teacher.HINDSIGHT_HEADER,
-                           BENCHMARKS.get(cfg.benchmark).skills, cfg.rollout.teacher_context_tokens, SCHEME]
+        key["contexts"] = [*HEADERS.values(), BENCHMARKS.get(cfg.benchmark).skills,
+                           cfg.rollout.teacher_context_tokens, SCHEME]
     digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:12]
     return Path(cfg.model.cache_dir) / f"tiny-{cfg.benchmark}-{digest}"
 

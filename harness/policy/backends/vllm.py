@@ -126,7 +126,7 @@ def launch_arguments(tp_size: int, seed: int) -> dict:
                          f"(python -m torch.distributed.run --nproc_per_node <GPUs> -m harness train ...)")
     if tp_size != 1:
         raise ValueError(f"one vLLM engine per rank needs tensor_parallel_size=1, got {tp_size}")
-    from harness.records.seeding import step_seed
+    from harness.core.seeding import step_seed
 
     return {"tensor_parallel_size": 1, "distributed_executor_backend": "external_launcher",
             "seed": step_seed(seed, int(os.environ["RANK"]), "engine") % (2**31)}

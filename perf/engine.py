@@ -1,6 +1,6 @@
 """Time split of an RL step on the tiny profile, GRPO vs SHARPO, measured in one run.
 
-    python benchmarks/engine.py [--config config/tiny.yaml] [--benchmark alfworld] [--seeds 0 1 2 3] [--steps 4]
+    python -m perf.engine [--config config/tiny.yaml] [--benchmark alfworld] [--seeds 0 1 2 3] [--steps 4]
 
 Prints, per method, the mean seconds of generation / env / prompt building / teacher / update per RL step, the
 ratio of SHARPO's step time to GRPO's (target <= 1.3), and env + prompt-building time as a share of generation
@@ -21,17 +21,16 @@ warm-started tiny model is reused from results/models (built on first use).
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from harness.config import load_config  # noqa: E402
+from harness.config import (
+    load_config,  # noqa: E402
+    seeded_benchmark,  # noqa: E402
+)
 from harness.engine.trainer import train  # noqa: E402
-from harness.records.seeding import seeded_benchmark  # noqa: E402
 
 PARTS = ["generation_s", "env_s", "prompt_s", "teacher_s", "update_s", "step_s"]
 

@@ -1,7 +1,7 @@
 """Host memory of an FSDP start-up: rank 0 alone loads the weights, the other ranks build on the meta device and
 receive their own rows by a scatter (harness/engine/distributed.py: shard). Prints each rank's peak RSS.
 
-    python benchmarks/rank0_load.py [--hidden 1024 --layers 12] [--check]
+    python -m perf.rank0_load [--hidden 1024 --layers 12] [--check]
 
 Builds a random Qwen2-architecture model (hidden h, 16 h^2 parameters a layer: 1024 x 12 layers = ~200M) in a
 temporary folder in a separate process, then launches 2 gloo ranks with torchrun; each rank loads its model as a
@@ -23,7 +23,6 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT)]
 CORPUS = [f"take {o} from {p}" for o in ("mug", "apple", "key", "book") for p in ("desk", "shelf", "drawer")]
 
 
@@ -80,10 +79,10 @@ def measure(hidden: int, layers: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="rank0-load-") as tmp:
         folder, out = Path(tmp) / "model", Path(tmp) / "out"
         out.mkdir()
-        code = ("import sys; sys.path.insert(0, sys.argv[1]); from benchmarks.rank0_load import build; "
-                "print(build(__import__('pathlib').Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])))")
-        built = subprocess.run([sys.executable, "-c", code, str(ROOT), str(folder), str(hidden), str(layers)],
-                               capture_output=True, text=True, check=True)
+        code = ("import sys; from perf.rank0_load import build; "
+                "print(build(__import__('pathlib').Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])))")
+        built = subprocess.run([sys.executable, "-c", code, str(folder), str(hidden), str(layers)],
+                               capture_output=True, text=True, check=True, cwd=ROOT)
         parameters = int(built.stdout.strip().splitlines()[-1])
         env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
         env.update(OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]))

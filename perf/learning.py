@@ -1,6 +1,6 @@
 """Does every registered method learn on a profile? Final eval success against a frozen control, paired by seed.
 
-    python benchmarks/learning.py [--config config/cpu.yaml] [--benchmark gates] [--seeds 0 1 2 3 4]
+    python -m perf.learning [--config config/cpu.yaml] [--benchmark gates] [--seeds 0 1 2 3 4]
                                   [--methods grpo sharpo ...] [--steps N] [--jobs 2] [key=value ...]
 
 For every seed it trains every method of ``harness.core.registry`` (or ``--methods``) from the profile's shared warm
@@ -20,20 +20,20 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from harness.config import load_config  # noqa: E402
 from harness.core import registry  # noqa: E402
-from harness.grid.runs import FROZEN  # noqa: E402
+from harness.grid.runs import FROZEN, FROZEN_METHOD, frozen_overrides  # noqa: E402
 
 
 def run_one(args, seed: int, method: str, runs: Path) -> None:
-    overrides = [f"benchmark={args.benchmark}", f"method={'grpo' if method == FROZEN else method}", f"seed={seed}",
-                 "tracking.enabled=false", f"output_dir={runs}", *args.overrides]
+    name = FROZEN_METHOD if method == FROZEN else method
+    overrides = [f"benchmark={args.benchmark}", f"method={name}", f"seed={seed}", "tracking.enabled=false",
+                 f"output_dir={runs}", *args.overrides]
     if args.steps is not None:
         overrides.append(f"train.steps={args.steps}")
     if method == FROZEN:
-        overrides += ["train.lr=0.0", f"run_label={FROZEN}"]
+        overrides += frozen_overrides()
     load_config(args.config, overrides)  # a bad override fails here, before any run starts
     log = runs.parent / "logs" / f"{method}-seed{seed}.log"
     log.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,7 @@
 each oracle's paired gain over it, with the 95% half-width of that gain over seeds.
 
     snakemake --cores 2 --config profile=pilot      # GRPO and the two oracles × 3 seeds × config/pilot.yaml's settings
-    python benchmarks/pilot.py results/pilot/runs
+    python -m perf.pilot results/pilot/runs
 
 The criterion the default task must meet (issue: a positive control that wins): at the default number of steps,
 oracle_fatal's paired gain over GRPO is at least twice its paired 95% half-width, and GRPO is below 85%. A run's

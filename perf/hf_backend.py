@@ -2,28 +2,24 @@
 
 Builds a tiny Qwen2 model (hidden 128, 2 layers, ~2k vocab) on a synthetic ALFWorld-like corpus, then times
 generation (prompts of ~300-600 tokens, up to 32 new tokens) and re-scoring for batches of 16 and 64, and the
-gap between backend and recomputed log-probs. Usage: python benchmarks/hf_backend.py [--threads N]
+gap between backend and recomputed log-probs. Usage: python -m perf.hf_backend [--threads N]
 """
 from __future__ import annotations
 
 import argparse
 import random
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the repo first: benchmarks/envs.py must not shadow envs/
-from tiny_corpus import OBJECTS, VERBS, prompt  # noqa: E402
-
 from harness.config_sections import ModelConfig  # noqa: E402
 from harness.policy.backends.hf import HFBackend  # noqa: E402
 from harness.policy.logprobs import pad_left, pad_right, response_logprobs  # noqa: E402
 from harness.policy.models import load_policy  # noqa: E402
 from harness.policy.tiny_model import build_tiny_model  # noqa: E402
+from tests.tiny_corpus import OBJECTS, VERBS, prompt  # noqa: E402
 
 
 def pseudo_words(rng: random.Random, n: int) -> str:

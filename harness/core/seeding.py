@@ -32,14 +32,6 @@ class Seeds:
         return asdict(self)
 
 
-def seeded_benchmark(cfg, seeds: Seeds | None = None):
-    """The run's benchmark, built from its config with the env seed its master seed derives."""
-    from envs.base import make_benchmark
-
-    seeds = seeds or Seeds.from_master(cfg.seed)
-    return make_benchmark(cfg.benchmark, cfg.benchmark_config, seed=seeds.env, think=cfg.rollout.think)
-
-
 def seed_everything(seeds: Seeds) -> None:
     random.seed(seeds.data)
     np.random.seed(seeds.data % (2**32))

@@ -1,8 +1,8 @@
 """Soak check: interrupt the smoke grid at random moments, resume it each time, and compare with an uninterrupted grid.
 
-    python benchmarks/soak.py --kills 10            # SIGKILL and SIGTERM rounds, alternating (docs/recovery.md)
-    python benchmarks/soak.py --kills 4 --server    # ... while an mlflow server goes away and comes back
-    python benchmarks/soak.py --kills 2 --reference <a finished smoke work dir>     # what the test suite runs
+    python -m perf.soak --kills 10            # SIGKILL and SIGTERM rounds, alternating (docs/recovery.md)
+    python -m perf.soak --kills 4 --server    # ... while an mlflow server goes away and comes back
+    python -m perf.soak --kills 2 --reference <a finished smoke work dir>     # what the test suite runs
 
 Local and bounded: an uninterrupted reference grid is run first (or taken from ``--reference``), then the same grid
 is started in a fresh folder with the reference's model cache and interrupted after a random delay, ``--kills``
@@ -205,7 +205,6 @@ class Outages:
     runs on meanwhile."""
 
     def __init__(self, root: Path, rng: random.Random, outage_s: float):
-        sys.path.insert(0, str(ROOT))
         from tests.mlflow_server import MlflowServer
 
         root.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """Env throughput of every registered benchmark: one env stepped serially vs ``VectorEnv`` with 4 workers.
 
-    python benchmarks/envs.py [--config config/tiny.yaml] [--benchmarks alfworld webshop] [--tasks 8] [--copies 2]
+    python -m perf.envs [--config config/tiny.yaml] [--benchmarks alfworld webshop] [--tasks 8] [--copies 2]
                               [--episode-steps 20] [--workers 4]
 
 Both sides play the same episodes: each of ``--tasks`` train tasks ``--copies`` times, a seeded random policy
@@ -13,11 +13,7 @@ from __future__ import annotations
 
 import argparse
 import random
-import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from envs.base import BENCHMARKS, make_benchmark  # noqa: E402
 from envs.vector import VectorEnv  # noqa: E402

@@ -1,6 +1,6 @@
 """Does the policy read its teacher's privileged contexts? P(the right pivot action) for the student and the teacher.
 
-    python benchmarks/teacher_probe.py [--config config/cpu.yaml] [--tasks 120] [--smol] [key=value ...]
+    python -m perf.teacher_probe [--config config/cpu.yaml] [--tasks 120] [--smol] [key=value ...]
 
 On the first ``--tasks`` tasks of the profile's eval panel, the expert's episode is played and, at every pivot
 (a turn where some other admissible action loses the episode: a Gates gate), the probability of the right action,
@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 

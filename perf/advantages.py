@@ -1,7 +1,7 @@
 """Vectorised methods vs a straightforward per-row Python loop of the same formula (issue 3 acceptance), and vs the
 authors' own functions (issue 35).
 
-    python benchmarks/advantages.py [--rows 4096] [--response-len 512] [--repeats 5] [--threads 1] [--clock wall]
+    python -m perf.advantages [--rows 4096] [--response-len 512] [--repeats 5] [--threads 1] [--clock wall]
 
 Batch: 4,096 segment rows × 512 response tokens, task groups of 8 rollouts, rollouts of 1–50 segments
 (tests/synthetic.py: random_batch). The loops below are written the way the reference implementations write
@@ -31,24 +31,17 @@ import argparse
 import ctypes
 import ctypes.util
 import math
-import sys
 import time
 from collections import defaultdict
-from pathlib import Path
-
-import torch
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 import numpy as np  # noqa: E402
-import reference_g2po  # noqa: E402
-import reference_graphgpo  # noqa: E402
-from reference_rlsd import compute_rlsd_token_advantage  # noqa: E402
-from synthetic import random_batch  # noqa: E402
+import torch
 
-from harness.core import registry  # noqa: E402
-from methods.rlsd import rlsd_lambda  # noqa: E402
+from harness.core import registry
+from methods.rlsd import rlsd_lambda
+from tests import reference_g2po, reference_graphgpo
+from tests.reference_rlsd import compute_rlsd_token_advantage
+from tests.synthetic import random_batch
 
 PENALTY, EPS = 0.1, 1e-6
 

@@ -85,23 +85,29 @@ class RunConfig(Checked):
     @property
     def method_label(self) -> str:
         """Method name plus any non-default options, e.g. ``sharpo`` or ``sharpo-lam0.2`` (or ``run_label``)."""
-        return self.run_label or method_label(self.method.name, self.method.options)
+        if self.run_label:
+            return self.run_label
+        return _label(self.method.name, self.method.config, self.method.options) if self.method.options \
+            else method_label(self.method.name)
 
 
 def method_label(name: str, options: Mapping[str, Any] | None = None) -> str:
     """The run-folder label of a method variant: its name plus ``-<key><value>`` for each non-default option,
-    sorted by key (``sharpo-lam0.2``). The one implementation shared by the engine and the Snakefile; the
-    registry (and so torch) is only imported when there are options to compare against the defaults."""
-    base = name.replace(":", ".")
+    sorted by key (``sharpo-lam0.2``). The one rule, shared by the engine and the Snakefile (which labels runs
+    before any config loads); the registry (and so torch) is only imported when there are options."""
     if not options:
-        return base
+        return name.replace(":", ".")
     from harness.core import registry
 
-    method_cls = registry.get(name)
-    given = dataclasses.asdict(build_dataclass(method_cls.Config, dict(options), where=f"method ({name})"))
-    defaults = dataclasses.asdict(method_cls.Config())
-    changed = [f"{k}{given[k]}" for k in sorted(options) if defaults.get(k) != given[k]]
-    return "-".join([base] + changed)
+    config = build_dataclass(registry.get(name).Config, dict(options), where=f"method ({name})")
+    return _label(name, config, options)
+
+
+def _label(name: str, config, given: Mapping[str, Any]) -> str:
+    defaults = dataclasses.asdict(type(config)())
+    values = dataclasses.asdict(config)
+    changed = [f"{k}{values[k]}" for k in sorted(given) if defaults.get(k) != values[k]]
+    return "-".join([name.replace(":", ".")] + changed)
 
 
 def parse_overrides(overrides: list[str]) -> dict:
@@ -140,7 +146,7 @@ def config_from_dict(raw: Mapping[str, Any]) -> RunConfig:
     sections = _benchmark_sections(raw)
     cfg = build_dataclass(RunConfig, {**raw, "benchmark_options": sections[raw.get("benchmark", RunConfig.benchmark)]},
                           where="config")
-    cfg.method.options = _method_options(cfg.method.name, cfg.method.options)
+    cfg.method.options = _method_options(cfg.method)
     check_config(cfg)
     return cfg
 
@@ -162,17 +168,17 @@ def _benchmark_sections(raw: dict) -> dict[str, Any]:
     return built
 
 
-def _method_options(name: str, options: dict) -> dict:
-    """The options as given, each checked against the method's own ``Config`` now, so a bad key fails before
-    any model loads."""
+def _method_options(section) -> dict:
+    """The options as given, each checked now against the method's own ``Config`` (built here, once, and kept
+    as ``section.config``), so a bad key fails before any model loads."""
     from harness.core import registry
 
     try:
-        method_cls = registry.get(name)
+        registry.get(section.name)
     except registry.UnknownMethodError as err:
         raise ConfigError(f"method.name: {err}") from None
-    built = dataclasses.asdict(build_dataclass(method_cls.Config, options, where=f"method ({name})"))
-    return {k: v for k, v in built.items() if k in options}
+    built = dataclasses.asdict(section.config)
+    return {k: v for k, v in built.items() if k in section.options}
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> RunConfig:

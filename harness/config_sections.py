@@ -279,3 +279,17 @@ class MethodSection(Checked):
         "help": "registry name of the method (see below), or a dotted path pkg.module:Class"})
     options: dict = field(default_factory=dict, metadata={
         "help": "the method's options; usually written beside name (method.lam=0.2), see below"})
+
+    @property
+    def config(self):
+        """The method's own ``Config`` (its paper defaults plus ``options``), built and range-checked once — when
+        the run config loads (harness.config) — and read everywhere else: the run's label, its identity, the
+        method the engine builds. Kept beside the fields, not as one, so the run's recorded config is unchanged."""
+        built = self.__dict__.get("_config")
+        if built is None:
+            from harness.core import registry
+            from harness.core.typed import build_dataclass
+
+            built = build_dataclass(registry.get(self.name).Config, dict(self.options), where=f"method ({self.name})")
+            self.__dict__["_config"] = built
+        return built

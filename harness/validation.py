@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 
-from harness.core.typed import ConfigError, build_dataclass
+from harness.core.typed import ConfigError
 from harness.policy.backends import BACKENDS
 
 
@@ -28,7 +28,7 @@ def check_config(cfg) -> None:
             f"Benchmark.labels_turns, docs/credit.md), or choose another method")
     if cfg.backend.name not in BACKENDS:
         raise ConfigError(f"backend.name: {cfg.backend.name!r} is not accepted; choose one of {BACKENDS.available()}")
-    build_dataclass(method_cls.Config, cfg.method.options, where=f"method ({cfg.method.name})")
+    cfg.method.config  # the method's options, built and range-checked once (MethodSection.config)
 
 
 def _labels_turns(benchmark: str) -> bool:

@@ -115,8 +115,12 @@ def _load_dotted(path: str) -> type[Method]:
     return cls
 
 
-def build(name: str, options: Mapping[str, Any] | None = None) -> Method:
-    """Instantiate a method with its Config built from ``options`` (unknown keys are an error)."""
+def build(name: str, options: Mapping[str, Any] | None = None, config: Any = None) -> Method:
+    """Instantiate a method with its Config: ``config`` as built when the run config loaded
+    (``cfg.method.config``), or built here from ``options`` (unknown keys are an error)."""
     cls = get(name)
-    config = build_dataclass(cls.Config, dict(options or {}), where=f"method ({cls.name or name})")
+    if config is None:
+        config = build_dataclass(cls.Config, dict(options or {}), where=f"method ({cls.name or name})")
+    elif not isinstance(config, cls.Config):
+        raise TypeError(f"method {name!r} takes a {cls.Config.__name__}, not a {type(config).__name__}")
     return cls(config)

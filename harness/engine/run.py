@@ -38,13 +38,10 @@ from harness.records.tracking import check_store, experiment_name, make_tracker
 
 @dataclass
 class RunContext:
-    cfg: RunConfig
-    run_dir: Path
-    seeds: Seeds
-    benchmark: Benchmark
-    train_panel: TaskPanel
-    eval_panel: TaskPanel
-    method: registry.Method
+    """What a run holds while it trains: its :class:`RunSetup` (config, seeds, benchmark, panels, method,
+    protocol; read through the properties below, never copied) and what was built from it."""
+
+    setup: RunSetup
     model: Any
     reference: Reference | None  # π_ref of the KL term; None at train.kl_coef 0 (harness/engine/reference.py)
     precision: Precision
@@ -55,7 +52,6 @@ class RunContext:
     teacher: TeacherScorer | None
     envs: Any
     tracker: Any
-    protocol: dict
     metrics_log: StepLog
     eval_log: StepLog
     max_env_steps: int
@@ -63,6 +59,38 @@ class RunContext:
     elapsed_s: float = 0.0
     log: Callable = print
     stop: StopRequest = NO_STOP  # the signal handlers' flag (harness/engine/interrupt.py); the CLI installs one
+
+    @property
+    def cfg(self) -> RunConfig:
+        return self.setup.cfg
+
+    @property
+    def run_dir(self) -> Path:
+        return self.setup.run_dir
+
+    @property
+    def seeds(self) -> Seeds:
+        return self.setup.seeds
+
+    @property
+    def benchmark(self) -> Benchmark:
+        return self.setup.benchmark
+
+    @property
+    def train_panel(self) -> TaskPanel:
+        return self.setup.train_panel
+
+    @property
+    def eval_panel(self) -> TaskPanel:
+        return self.setup.eval_panel
+
+    @property
+    def method(self) -> registry.Method:
+        return self.setup.method
+
+    @property
+    def protocol(self) -> dict:
+        return self.setup.protocol
 
     @property
     def device(self):
@@ -126,7 +154,7 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
         benchmark = seeded_benchmark(cfg, seeds)
         train_panel = benchmark.panel("train")
         eval_panel = benchmark.panel(cfg.eval.split, cfg.eval.panel_size)
-        method = registry.build(cfg.method.name, cfg.method.options)
+        method = registry.build(cfg.method.name, config=cfg.method.config)
         # the teacher context must fit its prompt limit: refused here, before any weight loads, where it can be
         budget_checked = check_before_weights(cfg, benchmark, method.teacher)
         protocol = build_protocol(config=to_dict(cfg), method_options=dataclasses.asdict(method.config),
@@ -198,10 +226,8 @@ def _build_context(setup: RunSetup, log: Callable, guard) -> RunContext:
     if plan.action == "fresh":
         tracker.log_artifact(run_dir / PROTOCOL)
     return RunContext(
-        cfg=cfg, run_dir=run_dir, seeds=setup.seeds, benchmark=benchmark, train_panel=setup.train_panel,
-        eval_panel=setup.eval_panel,
-        method=method, model=model, reference=reference, precision=precision, tokenizer=tokenizer, optimizer=optimizer,
-        accelerator=accelerator, backend=backend, teacher=teacher, envs=envs, tracker=tracker, protocol=protocol,
+        setup=setup, model=model, reference=reference, precision=precision, tokenizer=tokenizer, optimizer=optimizer,
+        accelerator=accelerator, backend=backend, teacher=teacher, envs=envs, tracker=tracker,
         metrics_log=_step_log(accelerator, run_dir / METRICS), eval_log=_step_log(accelerator, run_dir / EVAL),
         max_env_steps=benchmark.max_steps, log=log,
     )

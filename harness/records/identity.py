@@ -31,9 +31,8 @@ def same_protocol(old: dict, new: dict) -> bool:
 def config_record(cfg) -> dict:
     """The part of a protocol record that the config alone decides (no benchmark is built)."""
     from harness.config import to_dict
-    from harness.core import registry
 
-    options = dataclasses.asdict(registry.build(cfg.method.name, cfg.method.options).config)
+    options = dataclasses.asdict(cfg.method.config)
     return {"config": to_dict(cfg), "method": {"name": cfg.method.name, "options": options}}
 
 

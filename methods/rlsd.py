@@ -9,7 +9,7 @@ from torch import Tensor
 
 from harness.core.batch import StepBatch
 from harness.core.registry import register
-from methods._segments import concat_moments, moment_stats, row_moments, teacher_available, teacher_gap, token_counts
+from methods._segments import concat_moments, moment_stats, row_moments, teacher_available, teacher_gap
 from methods.grpo import GrpoBase, GrpoConfig, advantage_diagnostics
 
 
@@ -64,8 +64,7 @@ class Rlsd(GrpoBase):
         # Ã = A(1 − λ) + Aλ·w on active rows; inactive rows get A + 0·w = A exactly (plain GRPO)
         base = torch.where(active, adv * (1.0 - lam), adv).float()[:, None]
         slope = torch.where(active, adv * lam, 0.0).float()[:, None]
-        out, gap, weight = reweight(batch, sign, base, slope, low, high)
-        lengths = token_counts(mask)
+        out, gap, weight, lengths = reweight(batch, sign, base, slope, low, high)
         diagnostics.update(moment_stats(gap, mask.shape[1], active, "gap", lengths, 0.0, None))
 
         def exact_extremes():  # the full weight tensor, only where the padding's w = 1 may be an extreme
@@ -87,7 +86,8 @@ LOG2_E = 1.0 / math.log(2.0)
 
 def reweight(batch: StepBatch, sign: Tensor, base: Tensor, slope: Tensor, low: float, high: float):
     """(Ã = base + slope·exp(clamp(sign·δ, low, high)), 0 on padding; row moments of δ; row moments and extremes of
-    the weight). Why it is written this way (measured on one AVX-512 core, torch 2.13, 4,096 × 512 tokens):
+    the weight; response tokens per row). Why it is written this way (measured on one AVX-512 core, torch 2.13,
+    4,096 × 512 tokens):
 
     - rows go in blocks of BLOCK_ROWS, so each block's passes run in cache instead of memory;
     - exp(x) is computed as exp2(x·log₂e), the factor folded into the sign and the bounds: torch's float32 exp2
@@ -98,17 +98,18 @@ def reweight(batch: StepBatch, sign: Tensor, base: Tensor, slope: Tensor, low: f
     mask = batch.response_mask
     rows = mask.shape[0]
     out = torch.empty(mask.shape, dtype=torch.float32, device=mask.device)
-    gap_parts, weight_parts = [], []
+    gap_parts, weight_parts, length_parts = [], [], []
     scaled_sign, low2, high2 = sign * LOG2_E, low * LOG2_E, high * LOG2_E
     for start in range(0, rows, BLOCK_ROWS):
         block = slice(start, min(start + BLOCK_ROWS, rows))
         keep = mask[block].view(torch.uint8)
+        length_parts.append(keep.sum(dim=1, dtype=torch.int32))  # in cache: cheaper than a pass over the mask
         gap, moments = _masked_gap(batch, block, keep)
         gap_parts.append(moments)
         weight = gap.mul_(scaled_sign[block]).clamp_(low2, high2).exp2_()
         weight_parts.append(row_moments(weight))
-        torch.mul(weight, slope[block], out=out[block]).add_(base[block]).mul_(keep)
-    return out, concat_moments(gap_parts), concat_moments(weight_parts)
+        torch.addcmul(base[block], slope[block], weight, out=out[block]).mul_(keep)
+    return out, concat_moments(gap_parts), concat_moments(weight_parts), torch.cat(length_parts)
 
 
 def _masked_gap(batch: StepBatch, block: slice, keep: Tensor):

@@ -32,8 +32,14 @@ def check_config(cfg) -> None:
 
 
 def _labels_turns(benchmark: str) -> bool:
-    from envs.base import BENCHMARKS
+    """Whether the benchmark labels its turns: from its options class where that says so (a lazily registered
+    engine, e.g. ALFWorld's, is not imported: on a machine without textworld the error names the labels), else
+    from its ``Benchmark`` class."""
+    from envs.base import BENCHMARKS, benchmark_config
 
+    declared = getattr(benchmark_config(benchmark), "labels_turns", None)
+    if declared is not None:
+        return bool(declared)
     return bool(getattr(BENCHMARKS.get(benchmark), "labels_turns", False))
 
 

@@ -68,3 +68,24 @@ def test_oracle_refused_on_a_benchmark_without_labels():
     with pytest.raises(ConfigError, match=r"labels no turns.*gates"):
         load_config("config/cpu.yaml", ["method=oracle_fatal", "benchmark=alfworld"])
     assert load_config("config/cpu.yaml", ["method=oracle_fatal"]).method.name == "oracle_fatal"
+
+
+@pytest.mark.parametrize("benchmark", ["alfworld", "webshop"])
+def test_the_refusal_needs_no_engine_and_says_what_the_engine_says(benchmark, monkeypatch):
+    """ALFWorld's and WebShop's engines load lazily (their packages may be absent on a GPU node): the label check
+    reads the options class, which must agree with the engine's own declaration."""
+    from envs.base import BENCHMARKS, benchmark_config
+    from harness.config import load_config
+    from harness.core.plugins import Registry
+
+    assert benchmark_config(benchmark).labels_turns == BENCHMARKS.get(benchmark).labels_turns
+    real_get = Registry.get
+
+    def no_engine(self, name):
+        if self is BENCHMARKS and name == benchmark:
+            raise AssertionError("the engine was imported")
+        return real_get(self, name)
+
+    monkeypatch.setattr(Registry, "get", no_engine)
+    with pytest.raises(ConfigError, match="labels no turns"):
+        load_config("config/cpu.yaml", ["method=oracle_fatal", f"benchmark={benchmark}"])

@@ -28,6 +28,8 @@ PAPER_EVAL_GAMES = {"eval_in": 140, "eval_out": 134}  # the official valid_seen 
 @dataclass
 class AlfworldConfig(Checked):
     section = "alfworld"
+    # no credit_label on its steps; said here too, so a check needs no engine (whose packages may be absent)
+    labels_turns = False
 
     data_path: str | None = field(default=None, metadata={
         "help": "the official json_2.1.1 tree; null = $ALFWORLD_DATA if set, else generated offline games"})

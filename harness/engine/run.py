@@ -149,6 +149,8 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
         if evaluate_only and not (run_dir / checkpoint.CHECKPOINT).exists():
             raise FileNotFoundError(f"{run_dir} has no {checkpoint.CHECKPOINT}; train the run first "
                                     f"(python -m harness train ... with the same config and overrides)")
+        if cfg.train.cpu_threads > 0:  # before the protocol, which records the threads the run computes with
+            torch.set_num_threads(cfg.train.cpu_threads)
         seeds = Seeds.from_master(cfg.seed)
         seed_everything(seeds)
         benchmark = seeded_benchmark(cfg, seeds)
@@ -168,8 +170,6 @@ def open_run(cfg: RunConfig, resume: bool = False, force: bool = False, log=prin
             if cfg.tracking.enabled and not evaluate_only:
                 backfill_finished(run_dir, cfg.tracking, log)
             return None
-        if cfg.train.cpu_threads > 0:
-            torch.set_num_threads(cfg.train.cpu_threads)
         setup = RunSetup(cfg, run_dir, seeds, benchmark, train_panel, eval_panel, method, protocol, plan,
                          evaluate_only, budget_checked)
         ctx = _build_context(setup, log, guard)

@@ -1,7 +1,13 @@
 """The GPU check (run it through scripts/gpu_check.sh): 2 RL steps of ``python -m harness train`` on
 random-initialised Qwen2-architecture models at real shapes, measured peak GPU memory next to the memory plan's.
 
-Cases (one H200, 139 GiB; torch, transformers, accelerate and peft, no vLLM, no internet):
+Sections, in this order (one H100 or H200; torch, transformers, accelerate and peft, no vLLM, no internet):
+  7b-cut4    Qwen2.5-7B's shape cut to 4 layers, full fine-tune: each phase's measured peak (allocated, reserved,
+             and the free memory the driver reports; harness/engine/phase_memory.py) beside the memory plan's
+             column for the same shape, the plan's rows checked against the run where they are exact
+  throughput, teacher-pass, decode
+             the full 28-layer 7B shape: forward + backward tokens/s and MFU at the paper's rows, the teacher's
+             scoring pass, a decode lower bound at batch 16 and 128 (scripts/gpu_kernels.py)
   1.5b-full  Qwen2.5-1.5B's shape (hidden 1536, 28 layers, 12 heads / 2 KV heads, vocabulary 151,936, tied
              embeddings), full fine-tune
   7b-lora    Qwen2.5-7B-Instruct's shape (harness/model_configs/Qwen2.5-7B-Instruct.json), LoRA rank 64
@@ -48,15 +54,17 @@ QWEN_1_5B = dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
                  rms_norm_eps=1e-6, max_position_embeddings=32768)
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
             vocab_size=1024, tie_word_embeddings=False, max_position_embeddings=2048)
-CASES = {  # name: (shape on a GPU, shape on the CPU dry run, overrides, torchrun ranks or 0)
-    "1.5b-full": (QWEN_1_5B, TINY, ["model.lora_rank=0"], 0),
-    "7b-lora": ("shipped", TINY, ["model.lora_rank=64", "model.lora_alpha=64"], 0),
+CASES = {  # name: (shape on a GPU, shape on the CPU dry run, overrides, torchrun ranks or 0), most telling first:
+    # a timeout cuts the last (1.5b-full: the 1.5B plan without FSDP, which paper_1p5b does not use)
+    "7b-cut4": ("shipped:4", TINY, ["model.lora_rank=0"], 0),
     # train.strategy=fsdp on one rank through torchrun (the paper profile's code path: sharding from rank 0's
     # weights, FSDP units, reduce-scatter) with rows of 2,560 tokens, the paper's 2,048 + 512: Gates prompts are
     # ~100 tokens, so the rows' length comes from the responses (a random model runs them to the limit)
     "1.5b-fsdp1": (QWEN_1_5B, TINY, ["model.lora_rank=0", "train.strategy=fsdp", "grid.gpus=1", "train.steps=1",
                                      "rollout.tasks_per_step=4", "train.ppo_micro_batch=2", "train.ppo_mini_batch=8",
                                      "rollout.max_prompt_tokens=64"], 1),
+    "7b-lora": ("shipped", TINY, ["model.lora_rank=64", "model.lora_alpha=64"], 0),
+    "1.5b-full": (QWEN_1_5B, TINY, ["model.lora_rank=0"], 0),
 }
 FSDP_ROW_TOKENS = 2560  # the paper's max_prompt_tokens + max_response_tokens
 TARGET_GPUS_GIB = (80.0, 139.0)  # an H100 80GB, an H200: every case must fit both
@@ -71,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=os.environ.get("OUT") or "results/gpu_check",
                         help="folder for gpu_check.json (default: $OUT, else results/gpu_check); models and runs go to "
                              "/dev/shm, else $TMPDIR, and are removed after each case")
-    parser.add_argument("--only", choices=sorted(CASES), action="append", help="run this case only (repeatable)")
+    parser.add_argument("--only", choices=sorted([*CASES, *KERNEL_SECTIONS]), action="append",
+                        help="run this section only (repeatable)")
     parser.add_argument("--response-tokens", type=int, default=None, help="max_response_tokens (GPU 256, CPU 8)")
     args = parser.parse_args(argv)
     missing = missing_packages()
@@ -90,29 +99,55 @@ def main(argv: list[str] | None = None) -> int:
     work = scratch_dir / "work"  # models and runs: deleted after each case (a 7B folder is 15 GB); never in $OUT
     results, failed = [], []
     out.mkdir(parents=True, exist_ok=True)
-    for name in args.only or list(CASES):
+    response_tokens = args.response_tokens or (256 if cuda else 8)
+    for name, measure in planned_sections(args.only, cuda, work, response_tokens):
         started = time.perf_counter()
-        try:  # one case failing (out of memory, say) still leaves the other's numbers
-            result = run_case(name, cuda, work, args.response_tokens or (256 if cuda else 8))
+        try:  # one section failing (out of memory, say) still leaves the others' numbers
+            result = measure()
         except (Exception, SystemExit) as err:
             print(f"gpu_check: case {name} failed: {err}", file=sys.stderr, flush=True)
             failed.append({"case": name, "error": str(err)})
         else:
-            result["case_s"] = round(time.perf_counter() - started, 1)
+            result = {"case": name, "device": "cuda" if cuda else "cpu", **result,
+                      "case_s": round(time.perf_counter() - started, 1)}
             results.append(result)
             print(summary_line(result), flush=True)
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        # written after each case, so the script's timeout keeps what finished
+        # written after each section, so the script's timeout keeps what finished
         (out / "gpu_check.json").write_text(json.dumps(results + failed, indent=2))
     shutil.rmtree(scratch_dir, ignore_errors=True)
+    print_table([r for r in results if "plan_peak_gib" in r])
+    print(f"results: {out / 'gpu_check.json'}" + (f"; FAILED: {[f['case'] for f in failed]}" if failed else ""))
+    return 1 if failed else 0
+
+
+KERNEL_SECTIONS = ("throughput", "teacher-pass", "decode")  # scripts/gpu_kernels.py, after the first case
+
+
+def planned_sections(only: list[str] | None, cuda: bool, work: Path, response_tokens: int):
+    """(name, thunk) in the order they run: the phase-memory case, the 7B kernels, the other RL cases."""
+    from scripts import gpu_kernels
+
+    kernels, release = gpu_kernels.sections(gpu_config("shipped") if cuda else TINY, cuda)
+
+    def rl_case(name: str):
+        def run():
+            release()  # the kernels' 7B model leaves the GPU before a case's run starts (a no-op otherwise)
+            return run_case(name, cuda, work, response_tokens)
+        return run
+
+    first, *rest = CASES
+    ordered = [(first, rl_case(first)), *kernels, *((name, rl_case(name)) for name in rest)]
+    return [(name, measure) for name, measure in ordered if not only or name in only]
+
+
+def print_table(cases: list[dict]) -> None:
     print(f"\n{'case':<10} {'plan GiB':>9} {'measured GiB':>13} {'gen tok/s':>10} {'update tok/s':>13}")
-    for r in results:
+    for r in cases:
         measured = f"{r['measured_peak_gib']:.2f}" if r["measured_peak_gib"] is not None else "n/a (CPU)"
         print(f"{r['case']:<10} {r['plan_peak_gib']:>9.2f} {measured:>13} {r['generation_tok_s']:>10.1f} "
               f"{r['update_tok_s']:>13.1f}")
-    print(f"results: {out / 'gpu_check.json'}" + (f"; FAILED: {[f['case'] for f in failed]}" if failed else ""))
-    return 1 if failed else 0
 
 
 def missing_packages() -> list[str]:
@@ -164,7 +199,7 @@ def run_case(name: str, cuda: bool, work: Path, response_tokens: int) -> dict:
     if cuda and not measured:
         raise SystemExit(f"gpu_check: case {name}: the run logged no memory/peak_gib on CUDA")
     return {
-        "case": name, "device": "cuda" if cuda else "cpu", "params": plan_params(plan), "gpu_gib": round(gpu_gib, 2),
+        "params": plan_params(plan), "gpu_gib": round(gpu_gib, 2),
         "plan_peak_gib": round(plan.peak_gib(reserve=False), 2), "plan_peak_phase": memory_rows.PHASES[plan.peak_phase],
         "plan_peak_with_reserve_gib": round(plan.peak_gib(), 2),
         "measured_peak_gib": round(max(measured), 2) if measured else None,
@@ -173,7 +208,25 @@ def run_case(name: str, cuda: bool, work: Path, response_tokens: int) -> dict:
         "rows_per_step": [r["train/rows"] for r in rows], "strategy": cfg.train.strategy,
         "row_tokens_limit": cfg.rollout.max_prompt_tokens + cfg.rollout.max_response_tokens,
         "gpu_shape_plan_gib": {f"{gib:g}": peak for gib, (peak, _) in gpu_plans.items()},
+        "phases": phase_memory(plan, rows),
     }
+
+
+PLAN_COLUMNS = {"generation": ("gen",), "scoring": ("score",), "update": ("bwd", "step")}  # logged → planned
+
+
+def phase_memory(plan, rows: list[dict]) -> dict:
+    """Per phase of the step: the plan's column without the reserve (the largest, where backward and the optimizer
+    step are measured together) beside the run's peaks over its steps (None on the CPU)."""
+    out = {}
+    for phase, columns in PLAN_COLUMNS.items():
+        measured = {kind: [r[f"memory/{phase}_{kind}_gib"] for r in rows if f"memory/{phase}_{kind}_gib" in r]
+                    for kind in ("allocated", "reserved", "free")}
+        out[phase] = {"plan_gib": round(max(plan.phase_bytes(c, reserve=False) for c in columns) / 2**30, 2),
+                      "allocated_gib": round(max(measured["allocated"]), 2) if measured["allocated"] else None,
+                      "reserved_gib": round(max(measured["reserved"]), 2) if measured["reserved"] else None,
+                      "min_free_gib": round(min(measured["free"]), 2) if measured["free"] else None}
+    return out
 
 
 def target_plans(name: str, folder: Path) -> dict[float, tuple[float, bool]]:
@@ -184,8 +237,7 @@ def target_plans(name: str, folder: Path) -> dict[float, tuple[float, bool]]:
 
     gpu_shape, _, extra, ranks = CASES[name]
     folder.mkdir(parents=True, exist_ok=True)
-    shape = json.loads(memory_plan.SHIPPED_CONFIG.read_text()) if gpu_shape == "shipped" else {
-        **gpu_shape, "model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]}
+    shape = {**gpu_config(gpu_shape), "model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]}
     (folder / "config.json").write_text(json.dumps(shape))
     response_tokens = FSDP_ROW_TOKENS - 64 if ranks else 256
     cfg = load_config(REPO / "config" / "cpu.yaml", run_overrides(folder, folder / "runs", True, response_tokens)
@@ -199,10 +251,13 @@ def plan_params(plan) -> str:
 
 
 def summary_line(r: dict) -> str:
+    if "plan_peak_gib" not in r:  # a kernel section
+        numbers = {k: v for k, v in r.items() if k not in ("case", "device", "case_s")}
+        return f"{r['case']}: {json.dumps(numbers)}; {r['case_s']} s"
     measured = f"{r['measured_peak_gib']:.2f} GiB" if r["measured_peak_gib"] is not None else "n/a on the CPU"
     return (f"{r['case']}: plan {r['plan_peak_gib']:.2f} GiB ({r['plan_peak_phase']}; without the reserve), measured "
             f"{measured}; generation {r['generation_tok_s']:.1f} tok/s, update {r['update_tok_s']:.1f} tok/s; "
-            f"{r['case_s']} s")
+            f"phases {json.dumps(r['phases'])}; {r['case_s']} s")
 
 
 def run_overrides(model_dir: Path, runs: Path, cuda: bool, response_tokens: int) -> list[str]:
@@ -226,14 +281,10 @@ def build_model(shape, folder: Path, cuda: bool) -> Path:
     from transformers import AutoModelForCausalLM, Qwen2Config
     from transformers.utils import logging as hf_logging
 
-    from harness.memory_plan import SHIPPED_CONFIG
     from harness.policy.tokenizer import build_tokenizer, end_of_turn_id
 
     tokenizer = build_tokenizer(gates_corpus(), TOKENIZER_VOCAB, folder)
-    if shape == "shipped":
-        shape = {k: v for k, v in json.loads(SHIPPED_CONFIG.read_text()).items()
-                 if k not in ("model_type", "architectures", "transformers_version", "torch_dtype")}
-    shape = {**shape, "bos_token_id": None, "eos_token_id": end_of_turn_id(tokenizer),
+    shape = {**gpu_config(shape), "bos_token_id": None, "eos_token_id": end_of_turn_id(tokenizer),
              "pad_token_id": tokenizer.pad_token_id}
     config = Qwen2Config(**shape)
     dtype = torch.bfloat16 if cuda else torch.float32
@@ -246,6 +297,19 @@ def build_model(shape, folder: Path, cuda: bool) -> Path:
     if cuda:
         torch.cuda.empty_cache()
     return folder
+
+
+def gpu_config(spec) -> dict:
+    """A case's model shape: a dict as given, or ``shipped`` (the shipped Qwen2.5-7B-Instruct config.json), or
+    ``shipped:<layers>`` (that config cut to so many layers), without the keys a Qwen2Config does not take."""
+    if isinstance(spec, dict):
+        return dict(spec)
+    from scripts.gpu_kernels import shipped_shape
+
+    shape = {k: v for k, v in shipped_shape().items()
+             if k not in ("model_type", "architectures", "transformers_version", "torch_dtype")}
+    _, _, layers = spec.partition(":")
+    return {**shape, "num_hidden_layers": int(layers)} if layers else shape
 
 
 def gates_corpus() -> list[str]:

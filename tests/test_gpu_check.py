@@ -28,21 +28,46 @@ def test_gpu_check_cpu_dry_run(tmp_path):
                           env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     results = json.loads((tmp_path / "gpu_check.json").read_text())
-    assert [r["case"] for r in results] == ["1.5b-full", "7b-lora", "1.5b-fsdp1"]
-    for r in results:
-        assert r["device"] == "cpu" and r["measured_peak_gib"] is None  # no GPU memory to measure here
+    assert [r["case"] for r in results] == ["7b-cut4", "throughput", "teacher-pass", "decode", "1.5b-fsdp1",
+                                            "7b-lora", "1.5b-full"]
+    kernels = {r["case"]: r for r in results[1:4]}
+    cases = [results[0], *results[4:]]
+    assert all(r["device"] == "cpu" for r in results)
+    for r in cases:
+        assert r["measured_peak_gib"] is None  # no GPU memory to measure here
         assert r["plan_peak_gib"] > 0 and r["generation_tok_s"] > 0 and r["update_tok_s"] > 0
-    for r in results[:2]:
+        assert set(r["phases"]) == {"generation", "scoring", "update"}  # plan beside measured, per phase
+        assert all(p["plan_gib"] >= 0 and p["allocated_gib"] is None for p in r["phases"].values())
+    for r in (cases[0], *cases[2:]):
         # 16 episodes of at most 2 turns
         assert len(r["rows_per_step"]) == 2 and all(16 <= n <= 32 for n in r["rows_per_step"])
-    fsdp = results[2]
+    fsdp = cases[1]
     assert fsdp["strategy"] == "fsdp" and len(fsdp["rows_per_step"]) == 1 and 8 <= fsdp["rows_per_step"][0] <= 16
+    assert kernels["throughput"]["tok_s"] > 0 and kernels["throughput"]["mfu"] is None  # no MFU without a GPU
+    assert kernels["teacher-pass"]["row_tokens"] > kernels["throughput"]["row_tokens"]  # the teacher's context
+    assert kernels["decode"]["batch_2"]["tok_s"] > 0
     assert [p.name for p in tmp_path.iterdir()] == ["gpu_check.json"]  # nothing large in the output folder
     assert "peak " in done.stdout and "does not fit" not in done.stdout
-    for r in results:  # the plan of the case's GPU shape (1.5B, 7B LoRA, 1.5B FSDP at 2,560 tokens) fits both GPUs
+    for r in cases:  # the plan of the case's GPU shape (7B cut, 1.5B, 7B LoRA, 1.5B FSDP at 2,560 tokens) fits both
         assert set(r["gpu_shape_plan_gib"]) == {"80", "139"}
         assert r["gpu_shape_plan_gib"]["80"] <= 80 and r["gpu_shape_plan_gib"]["139"] <= 139, r
-    assert 40 < results[2]["gpu_shape_plan_gib"]["80"] < 80  # the 1.5B FSDP case at micro-batch 2 (8 planned 91.2)
+    assert 40 < fsdp["gpu_shape_plan_gib"]["80"] < 80  # the 1.5B FSDP case at micro-batch 2 (8 planned 91.2)
+
+
+def test_model_flops_count_layers_on_every_token_and_the_head_on_the_response():
+    from scripts.gpu_check import TINY
+    from scripts.gpu_kernels import model_flops, paper_model
+
+    model = paper_model(TINY, cuda=False)
+    c = model.config
+    embedding = c.vocab_size * c.hidden_size
+    layers = sum(p.numel() for p in model.parameters()) - 2 * embedding  # untied: the head is a second matrix
+    # by hand, per layer: q 64·64+64, k and v 64·32+32 each, o 64·64, MLP 3·64·128, two norms 64; + the final norm
+    assert layers == 2 * (4160 + 2 * 2080 + 4096 + 24576 + 128) + 64 == 74304
+    rows, prompt, response = 3, 40, 10
+    per_token = 6 * layers + 6 * c.num_hidden_layers * c.hidden_size * (prompt + response)
+    assert model_flops(model, rows, prompt, response) == rows * ((prompt + response) * per_token
+                                                                 + response * 6 * embedding)
 
 
 def test_gpu_check_names_a_missing_package_before_any_case(tmp_path):

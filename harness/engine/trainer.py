@@ -23,6 +23,7 @@ from harness.engine import checkpoint, credit, distributed, failures, rollout
 from harness.engine.cost import step_positions
 from harness.engine.evaluate import evaluate
 from harness.engine.interrupt import NO_STOP, Interrupted, StepAbandoned, StopRequest
+from harness.engine.phase_memory import PhaseMemory
 from harness.engine.run import RunContext, open_run
 from harness.engine.update import ppo_update, score
 from harness.records.run_files import write_done
@@ -39,6 +40,8 @@ def sample_tasks(ctx: RunContext, step: int):
 def rl_step(ctx: RunContext, step: int) -> dict[str, float]:
     cfg, timing = ctx.cfg, rollout.RolloutTiming()
     start = time.perf_counter()
+    memory = PhaseMemory(ctx.device)  # per phase, beside the memory plan's columns (CUDA only)
+    memory.start()
     with ctx.stop.abandonable():  # nothing trained changes before the update: a stop signal drops the step here
         trajs = distributed.collect(  # each rank rolls out its share of the tasks; every rank gets all trajectories
             ctx.accelerator, ctx.backend, sample_tasks(ctx, step), cfg.rollout.group_size,
@@ -48,10 +51,11 @@ def rl_step(ctx: RunContext, step: int) -> dict[str, float]:
                                                 max_steps=ctx.max_env_steps, temperature=cfg.rollout.temperature,
                                                 seed=seed, timing=timing))
         ctx.backend.sleep()  # generation is over: a colocated engine frees its GPU memory for the update
+        generation_memory = memory.end("generation")
         failures.check_share(trajs, cfg.rollout.max_failure_frac, step)
         learned = failures.completed(trajs)  # env failures leave the batch: no advantage, no share in group stats
         batch, scored, teacher_s = _scored_batch(ctx, learned)
-        metrics = episode_metrics(trajs, prefix="train/") | scored
+        metrics = episode_metrics(trajs, prefix="train/") | scored | generation_memory | memory.end("scoring")
         ctx.method.check_batch(batch)
         advantages, diagnostics = ctx.method.advantages(batch, step)
     metrics.update({f"method/{k}": float(v) for k, v in diagnostics.items()})
@@ -72,8 +76,7 @@ def rl_step(ctx: RunContext, step: int) -> dict[str, float]:
                     "train/rows": batch.num_rows, "train/response_tokens": int(batch.response_mask.sum()),
                     "train/tokens": tokens,
                     "cost/tokens": step_positions(cfg, tokens, metrics.get("cost/teacher_tokens", 0))})
-    if ctx.device.type == "cuda":  # since the run started: compared with the memory plan by scripts/gpu_check.sh
-        metrics["memory/peak_gib"] = torch.cuda.max_memory_allocated(ctx.device) / 2**30
+    metrics.update(memory.end("update"))  # memory/peak_gib: the step's, over its phases
     return metrics
 
 

@@ -1,7 +1,9 @@
 """TEST-ONLY transcription of the SDAR repository's RLSD token transform, to time and check methods/rlsd.py against.
 
 Never imported by the harness. From ``jasonchen505/SDAR`` @ 92f1b0f, ``verl/trainer/ppo/rlsd_utils.py``,
-``compute_rlsd_token_advantage``, line for line (it is already vectorised torch).
+``compute_rlsd_token_advantage``, line for line (it is already vectorised torch); and ``rlsd_step_as_trained``: that
+function followed by the lines of ``verl/trainer/ppo/rlsd_ray_trainer.py`` (``RLSDRayTrainer.fit``, in the same
+"adv" timer) that log the teacher-student gap, the diagnostics methods/rlsd.py computes in its own call.
 """
 from __future__ import annotations
 
@@ -22,3 +24,19 @@ def compute_rlsd_token_advantage(seq_advantages, student_log_probs, teacher_log_
         token_advantages = A_seq_expanded * ((1.0 - rlsd_lambda) + rlsd_lambda * w_t)
         token_advantages = token_advantages * response_mask
     return token_advantages
+
+
+def masked_mean(values, mask):
+    """verl's ``masked_mean`` over all elements, in its simplest form (later verl versions add a torch.where)."""
+    return (values * mask).sum() / (mask.sum() + 1e-8)
+
+
+def rlsd_step_as_trained(seq_advantages, student_log_probs, teacher_log_probs, response_mask, rlsd_lambda=0.5,
+                         rlsd_clip_eps=0.2):
+    token_advantages = compute_rlsd_token_advantage(seq_advantages, student_log_probs, teacher_log_probs,
+                                                    response_mask, rlsd_lambda, rlsd_clip_eps)
+    metrics = {}
+    delta_t = (teacher_log_probs - student_log_probs) * response_mask
+    metrics["rlsd/teacher_student_gap_mean"] = masked_mean(delta_t, response_mask).item()
+    metrics["rlsd/teacher_student_gap_std"] = masked_mean(delta_t ** 2, response_mask).sqrt().item()
+    return token_advantages, metrics

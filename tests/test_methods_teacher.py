@@ -176,16 +176,25 @@ def test_rlsd_agrees_with_the_sdar_repo_transform_on_a_random_batch():
     """methods/rlsd.py against the test-only transcription of the SDAR repo's function (tests/reference_rlsd.py),
     every row with a teacher context, at λ(10) = 0.4: its exp2 form and block loop change nothing beyond float32
     rounding (perf/advantages.py times the two)."""
-    from reference_rlsd import compute_rlsd_token_advantage
+    from reference_rlsd import rlsd_step_as_trained
     from synthetic import random_batch
 
     batch = random_batch(rows=700, response_len=64, group_size=8, max_segments=6, seed=3)
     batch = batch.with_columns(teacher_available=torch.ones(batch.num_rows, dtype=torch.bool))
     grpo_tokens = registry.build("grpo").advantages(batch)[0]
-    theirs = compute_rlsd_token_advantage(grpo_tokens, batch.old_logp, batch.teacher_logp, batch.response_mask,
+    theirs, logged = rlsd_step_as_trained(grpo_tokens, batch.old_logp, batch.teacher_logp, batch.response_mask,
                                           0.4, 0.2)
-    ours, _ = registry.build("rlsd").advantages(batch, step=10)
+    ours, diag = registry.build("rlsd").advantages(batch, step=10)
     assert (ours.double() - theirs.double()).abs().max() <= 1e-6 * max(1.0, float(theirs.abs().max()))
+    # the gap the SDAR trainer logs beside the transform: its mean and its root mean square ("gap_std" there),
+    # from our mean and (unbiased) std. Ours averages over the reweighted rows (A != 0), so theirs gets those rows
+    active = registry.build("grpo").episode_advantage(batch) != 0
+    _, logged = rlsd_step_as_trained(grpo_tokens[active], batch.old_logp[active], batch.teacher_logp[active],
+                                     batch.response_mask[active], 0.4, 0.2)
+    n = int(batch.response_mask[active].sum())
+    assert diag["gap_mean"] == pytest.approx(logged["rlsd/teacher_student_gap_mean"], rel=1e-5)
+    rms = math.sqrt(diag["gap_std"] ** 2 * (n - 1) / n + diag["gap_mean"] ** 2)
+    assert rms == pytest.approx(logged["rlsd/teacher_student_gap_std"], rel=1e-5)
 
 
 @pytest.mark.parametrize("junk", [float("nan"), float("inf"), -float("inf")])

@@ -43,9 +43,9 @@ def test_the_same_numbers_are_identical(published: pd.DataFrame):
 
 
 def test_some_seeds_rerun_to_rounding_are_identical(published: pd.DataFrame):
-    # the AVX2 check: seeds 0-1 of every arm, each a few 1e-7 off the published exact success (float32 sums)
+    # the AVX2 check: every run a few 1e-7 off the published exact success (float32 sums), here seeds 0-1 only
     ours = published[published["seed"] < 2].copy()
-    ours["success"] += np.where(ours["seed"] == 0, 2.6e-7, -1e-7)
+    ours["success"] += np.where(ours["seed"] == 0, 5.1e-7, -1e-7)
     table = against.compare(ours, published).set_index("method")
     assert set(table["verdict"]) == {against.IDENTICAL}
     shown = published[published["seed"] < 2].groupby("method")["success"].mean() * 100

@@ -15,7 +15,9 @@ tokens; forward 2, backward 4), 6·V·d per response token for the output projec
 are formed), 6·L·d·S per token for causal attention (S the row length), over the GPU's dense bf16 peak.
 Recomputation under gradient checkpointing is work the GPU does but the model does not need, so it lowers MFU.
 Peaks (vendor datasheets, dense bf16): H100 SXM and H200 989 TFLOP/s, H100 PCIe 756; another GPU gets no MFU.
-``--cpu-dry-run``: the same code at the tiny shape on the CPU (timings meaningless).
+Each section also records its GPU memory as a training step's phases do (harness/engine/phase_memory.py:
+``memory/<section>_allocated_gib``, ``_reserved_gib``, ``_free_gib``). ``--cpu-dry-run``: the same code at the tiny
+shape on the CPU (timings meaningless, no memory figures).
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ import json
 import time
 
 import torch
+
+from harness.engine.phase_memory import PhaseMemory
 
 DENSE_BF16_PEAK = (("H100 PCIe", 756e12), ("H100", 989e12), ("H200", 989e12))  # first match on the device name
 PAPER_ROWS, PAPER_PROMPT, PAPER_RESPONSE, TEACHER_CONTEXT = 8, 2048, 512, 4096
@@ -34,8 +38,7 @@ def paper_model(shape: dict, cuda: bool):
     """A random Qwen2 model of ``shape`` on the GPU in bf16 (or on the CPU in float32), checkpointing on."""
     from transformers import AutoModelForCausalLM, Qwen2Config
 
-    config = Qwen2Config(**{k: v for k, v in shape.items()
-                            if k not in ("model_type", "architectures", "transformers_version", "torch_dtype")})
+    config = Qwen2Config(**shape)  # shape: Qwen2Config's keys only (scripts/gpu_check.py gpu_config)
     config.bos_token_id, config.eos_token_id, config.pad_token_id = None, None, 0
     with torch.device("cuda" if cuda else "cpu"):
         torch.manual_seed(0)
@@ -60,8 +63,16 @@ def sections(shape: dict, cuda: bool):
         if cuda:
             torch.cuda.empty_cache()
 
-    return [("throughput", lambda: throughput(model(), cuda)), ("teacher-pass", lambda: teacher_pass(model(), cuda)),
-            ("decode", lambda: decode(model(), cuda))], release
+    def measured(name: str, measure):
+        def run():
+            built = model()
+            memory = PhaseMemory(built.device)  # the section's peaks (allocated, reserved) and free memory after
+            memory.start()
+            return {**measure(built, cuda), **memory.end(name)}
+        return name, run
+
+    return [measured("throughput", throughput), measured("teacher-pass", teacher_pass),
+            measured("decode", decode)], release
 
 
 def throughput(model, cuda: bool) -> dict:
@@ -78,7 +89,7 @@ def throughput(model, cuda: bool) -> dict:
     tokens = rows * (prompt + response)
     return {"rows": rows, "row_tokens": prompt + response, "seconds": round(seconds, 4),
             "tok_s": round(tokens / seconds, 1), "mfu": _mfu(model, rows, prompt, response, seconds, cuda),
-            "gradient_checkpointing": True, **_memory(cuda)}
+            "gradient_checkpointing": True}
 
 
 def teacher_pass(model, cuda: bool) -> dict:
@@ -92,7 +103,7 @@ def teacher_pass(model, cuda: bool) -> dict:
 
     seconds = _best_time(forward, cuda, repeats=2)
     return {"rows": rows, "row_tokens": prompt + response, "seconds": round(seconds, 4),
-            "tok_s": round(rows * (prompt + response) / seconds, 1), **_memory(cuda)}
+            "tok_s": round(rows * (prompt + response) / seconds, 1)}
 
 
 def decode(model, cuda: bool) -> dict:
@@ -111,7 +122,7 @@ def decode(model, cuda: bool) -> dict:
         seconds = _best_time(generate, cuda, repeats=1)
         out[f"batch_{batch}"] = {"new_tokens": new, "seconds": round(seconds, 4),
                                  "tok_s": round(batch * new / seconds, 1)}
-    return {**out, **_memory(cuda)}
+    return out
 
 
 def _logprobs(model, rows: int, prompt: int, response: int):
@@ -157,17 +168,6 @@ def _mfu(model, rows: int, prompt: int, response: int, seconds: float, cuda: boo
     name = torch.cuda.get_device_name()
     peak = next((flops for key, flops in DENSE_BF16_PEAK if key in name), None)
     return None if peak is None else round(model_flops(model, rows, prompt, response) / seconds / peak, 4)
-
-
-def _memory(cuda: bool) -> dict:
-    """The section's allocator peak and reserved peak, then the counters are reset for the next section."""
-    if not cuda:
-        return {"allocated_gib": None, "reserved_gib": None}
-    gib = 2**30
-    out = {"allocated_gib": round(torch.cuda.max_memory_allocated() / gib, 2),
-           "reserved_gib": round(torch.cuda.max_memory_reserved() / gib, 2)}
-    torch.cuda.reset_peak_memory_stats()
-    return out
 
 
 def shipped_shape() -> dict:

@@ -182,8 +182,8 @@ def test_rlsd_agrees_with_the_sdar_repo_transform_on_a_random_batch():
     batch = random_batch(rows=700, response_len=64, group_size=8, max_segments=6, seed=3)
     batch = batch.with_columns(teacher_available=torch.ones(batch.num_rows, dtype=torch.bool))
     grpo_tokens = registry.build("grpo").advantages(batch)[0]
-    theirs, logged = rlsd_step_as_trained(grpo_tokens, batch.old_logp, batch.teacher_logp, batch.response_mask,
-                                          0.4, 0.2)
+    theirs, _ = rlsd_step_as_trained(grpo_tokens, batch.old_logp, batch.teacher_logp, batch.response_mask,
+                                     0.4, 0.2)
     ours, diag = registry.build("rlsd").advantages(batch, step=10)
     assert (ours.double() - theirs.double()).abs().max() <= 1e-6 * max(1.0, float(theirs.abs().max()))
     # the gap the SDAR trainer logs beside the transform: its mean and its root mean square ("gap_std" there),

@@ -51,6 +51,7 @@ GRID = load_grid(PROFILE, CONFIG_DIR)
 RUNS = GRID.output_dir
 RESULTS = str(config.get("results", f"results/{GRID.profile}"))  # tables, figures, logs of this profile
 # train.strategy=fsdp: torchrun starts one process per GPU of the job (harness/engine/distributed.py); else one process
+PROFILE_ARG = shlex.quote(str(GRID.profile_path))  # not a param of the train rule (see its shell command)
 TRAIN_CMD = str(config.get("train_cmd", train_command(sys.executable, GRID.resources["strategy"], GRID.resources["gpus"])))
 PYTHON = shlex.quote(sys.executable)
 RUN_DIR = RUNS + "/{benchmark}/{label}/seed{seed}"
@@ -109,7 +110,6 @@ rule train:
         RESULTS + "/logs/{benchmark}/{label}/seed{seed}.log",
     params:
         overrides=lambda w: " ".join(GRID.run(f"{w.benchmark}/{w.label}/seed{w.seed}").overrides()),
-        profile=shlex.quote(str(GRID.profile_path)),
         # the run's config identity: a profile change that changes this run's protocol changes it, and
         # rerun-triggers params (profiles/) re-runs the job; the engine then starts the stale folder over
         identity=lambda w: IDENTITY[f"{w.benchmark}/{w.label}/seed{w.seed}"],
@@ -121,8 +121,9 @@ rule train:
     shell:
         # --resume: a run cut off earlier (killed, preempted, crashed) continues from its last checkpoint;
         # --restart-if-changed: a folder made under another protocol (the profile changed) is started over.
-        # TRAIN_CMD is not a param: changing the command alone must not retrain finished runs.
-        "{GPU_SLOTS}{TRAIN_CMD} --config {params.profile} --resume --restart-if-changed {params.overrides} > {log} 2>&1"
+        # TRAIN_CMD is not a param: changing the command alone must not retrain finished runs. Nor is the profile's
+        # path: a profile that shares another's runs folder (cpu_more, cpu) asks for the same runs under its name.
+        "{GPU_SLOTS}{TRAIN_CMD} --config {PROFILE_ARG} --resume --restart-if-changed {params.overrides} > {log} 2>&1"
 
 
 onstart:

@@ -38,7 +38,8 @@ EXPLAIN = {
     NOT_COMPARABLE: "the runs were made with other settings than the published ones",
     TOO_FEW: "fewer than 2 seeds on one side: no interval to judge by",
 }
-IGNORED_KEYS = ("model.cache_dir", "train.checkpoint_every")  # where files go and how often: not the numbers
+# where files go and how often, and which profile asked for a run: not the numbers (harness.records.protocol)
+IGNORED_KEYS = ("model.cache_dir", "train.checkpoint_every", "profile")
 # Same paths on another instruction set still sum the exact success's float32 terms in another order: the AVX2
 # grid of all 35 published runs differs by at most 5.1e-7 (docs/reproduce.md). The closest runs that took another
 # path were 7e-4 apart (0.07 points, GRPO seeds 1 and 4 under AVX2 at 02ff7c6).

@@ -83,3 +83,18 @@ def test_runs_made_under_another_profile_are_marked_not_reported(tmp_path):
     assert len(pd.read_csv(out / "tables" / "missing_runs.csv")) == 4  # the profile's runs are not made yet
     main = (out / "tables" / "main.md").read_text()
     assert "50.0" not in main and "—" in main
+
+
+def test_a_profile_that_only_renames_shares_the_runs_instead_of_calling_them_stale(tmp_path):
+    """cpu_more extends cpu and shares its runs folder: the GRPO, oracle and frozen runs the default grid made pair
+    with its methods' runs; the name of the profile that asked for a run is not how the run was made."""
+    first = profile_with_steps(tmp_path / "first.yaml", 4)
+    renamed = tmp_path / "renamed.yaml"
+    renamed.write_text(first.read_text().replace("profile: grid4", "profile: grid4_more"))
+    runs = tmp_path / "runs"
+    for seed in (0, 1):
+        write_engine_like_run(runs, first, "grpo", seed)
+    out = tmp_path / "out"
+    build(runs, out, profile=str(renamed), figures=False, reps=20)
+    assert pd.read_csv(out / "tables" / "stale_runs.csv").empty
+    assert "50.0" in (out / "tables" / "main.md").read_text()

@@ -79,8 +79,10 @@ def build_protocol(*, config: dict, method_options: dict, seeds: dict, template_
     return record
 
 
-# Where a run is written and logged, and which runs the workflow expands, are not how one run is made.
-VOLATILE_CONFIG_KEYS = ("output_dir", "run_name", "tracking", "grid")
+# Where a run is written and logged, and which runs the workflow expands, are not how one run is made; nor is the
+# name of the profile that asked for it: a profile that extends another (cpu_more extends cpu) shares its runs folder
+# so that its methods pair with the same GRPO, oracle and frozen runs, which it must neither redo nor call stale.
+VOLATILE_CONFIG_KEYS = ("output_dir", "run_name", "tracking", "grid", "profile")
 # How long a rank may wait for the others decides whether a hung run fails, never what a run computes; where a
 # sleeping engine keeps its weights (CPU memory or nowhere) changes nothing either: every sync rewrites them all;
 # the memory plan's reserve decides whether a run starts, not what it computes

@@ -27,9 +27,9 @@ def scheduled(done: subprocess.CompletedProcess) -> int:
 
 
 def write_profile(work: Path, extra: str = "", name: str = "grid2") -> None:
-    (work / f"{name}.yaml").write_text(f"profile: {name}\noutput_dir: runs\ngrid:\n  seeds: [0]\n  benchmarks: [alfworld]\n"
-                                     "  methods: [grpo, sharpo]\n  gpus: 0\n  mem_mb: 1000\n  threads: 1\n"
-                                     "  runtime_min: 5\n" + extra)
+    (work / f"{name}.yaml").write_text(f"profile: {name}\noutput_dir: runs\ngrid:\n  seeds: [0]\n"
+                                       "  benchmarks: [alfworld]\n  methods: [grpo, sharpo]\n  gpus: 0\n"
+                                       "  mem_mb: 1000\n  threads: 1\n  runtime_min: 5\n" + extra)
 
 
 def test_changed_profile_reruns_the_runs_it_changed(tmp_path):

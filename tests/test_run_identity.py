@@ -146,6 +146,23 @@ def test_resume_continues_the_same_mlflow_run_and_logs_no_step_twice(models, tmp
     assert sorted(m.step for m in client.get_metric_history(run_id, "train/success")) == [0, 1, 2]
 
 
+def test_a_run_folder_moved_to_another_store_resumes_into_a_new_mlflow_run_filled_from_its_journal(
+        models, tmp_path, monkeypatch, capsys):
+    cfg = toy_config(tmp_path, models, tracking=True, train={"checkpoint_every": 2})
+    real = kill_at_checkpoint(monkeypatch, 3)
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg)
+    old_id = (cfg.run_dir / "mlflow_run_id").read_text()
+    monkeypatch.setattr(harness.engine.checkpoint, "save", real)
+    cfg.tracking.uri = f"sqlite:///{tmp_path}/another.db"  # the folder now logs to a store that never saw it
+    train(cfg, resume=True)
+    assert f"holds no MLflow run {old_id}" in capsys.readouterr().out
+    client, runs = mlflow_runs(cfg)
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED" and runs[0].info.run_id != old_id
+    assert (cfg.run_dir / "mlflow_run_id").read_text() == runs[0].info.run_id
+    assert sorted(m.step for m in client.get_metric_history(runs[0].info.run_id, "train/success")) == [0, 1, 2]
+
+
 # --- torn and corrupt files ----------------------------------------------------------------------------------
 def test_torn_last_log_line_is_dropped_with_a_warning_and_the_run_resumes(models, tmp_path, monkeypatch):
     reference = train(toy_config(tmp_path / "ref", models, train={"checkpoint_every": 2}))

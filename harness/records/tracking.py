@@ -136,7 +136,7 @@ class MlflowTracker:
 
     def __init__(self, uri: str, artifact_root: str, experiment: str, run_name: str, run_dir: Path,
                  params: Mapping[str, Any], tags: Mapping[str, str], replaces: str | None = None,
-                 request_timeout_s: float = 10.0):
+                 request_timeout_s: float = 10.0, log=print):
         self.uri = uri = resolve_uri(uri)
         if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
             Path(uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
@@ -144,8 +144,15 @@ class MlflowTracker:
             self._connect(uri, request_timeout_s)
             experiment_id = self._experiment_id(experiment, artifact_root)
         id_file = run_dir / RUN_ID_FILE
-        if id_file.exists():  # resume: continue the same MLflow run
-            self.run_id = id_file.read_text().strip()
+        recorded = id_file.read_text().strip() if id_file.exists() else None
+        if recorded and not self._holds(recorded):
+            # the folder was moved to another store, or the store was replaced: the folder's journal is the record,
+            # so a new MLflow run opens here and the resume backfills every step from it (BufferedTracker.resume_from)
+            log(f"tracking: {uri} holds no MLflow run {recorded} (the id in {id_file}); the run folder was moved or "
+                f"the store replaced, so a new MLflow run is opened and filled from the folder's journal")
+            recorded = None
+        if recorded:  # resume: continue the same MLflow run
+            self.run_id = recorded
             self.client.update_run(self.run_id, status="RUNNING")
             self.refresh_logged()
         else:
@@ -159,6 +166,17 @@ class MlflowTracker:
             self._log_params(params)
         if is_server(uri):  # from now on one short attempt per request: retries happen off the training path
             _http_settings(request_timeout_s)
+
+    def _holds(self, run_id: str) -> bool:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.get_run(run_id)
+        except MlflowException as err:
+            if err.error_code == "RESOURCE_DOES_NOT_EXIST":
+                return False
+            raise
+        return True
 
     @classmethod
     def attach(cls, uri: str, run_id: str, request_timeout_s: float = 10.0) -> "MlflowTracker":
@@ -234,5 +252,5 @@ def make_tracker(tracking_cfg, *, experiment: str, run_name: str, run_dir: Path,
     from harness.records.outbox import BufferedTracker
 
     tracker = MlflowTracker(tracking_cfg.uri, tracking_cfg.artifact_root, experiment, run_name, run_dir, params, tags,
-                            replaces, request_timeout_s=tracking_cfg.request_timeout_s)
+                            replaces, request_timeout_s=tracking_cfg.request_timeout_s, log=log)
     return BufferedTracker(tracker, run_dir, retry_max_s=tracking_cfg.retry_max_s, log=log)

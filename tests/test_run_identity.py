@@ -163,6 +163,24 @@ def test_a_run_folder_moved_to_another_store_resumes_into_a_new_mlflow_run_fille
     assert sorted(m.step for m in client.get_metric_history(runs[0].info.run_id, "train/success")) == [0, 1, 2]
 
 
+def test_a_finished_run_folder_copied_to_another_store_is_synced_into_a_run_of_its_own(models, tmp_path):
+    from harness.records.backfill import sync
+    from harness.records.tracking import experiment_name
+
+    cfg = toy_config(tmp_path, models, tracking=True)
+    train(cfg)
+    old_id = (cfg.run_dir / "mlflow_run_id").read_text()
+    cfg.tracking.uri = f"sqlite:///{tmp_path}/laptop.db"  # the folder, copied from the cluster, meets a new store
+    report = sync(cfg.run_dir, cfg.tracking.uri)
+    client, runs = mlflow_runs(cfg)
+    assert len(runs) == 1 and runs[0].info.run_id == report["run_id"] != old_id
+    assert runs[0].info.status == "FINISHED" and runs[0].info.run_name == cfg.name
+    assert client.get_experiment(runs[0].info.experiment_id).name == experiment_name(cfg.profile, cfg.benchmark)
+    steps = sorted(m.step for m in client.get_metric_history(report["run_id"], "train/success"))
+    assert steps == list(range(cfg.train.steps))
+    assert sync(cfg.run_dir, cfg.tracking.uri)["metrics_sent"] == 0  # a second sync sends nothing
+
+
 # --- torn and corrupt files ----------------------------------------------------------------------------------
 def test_torn_last_log_line_is_dropped_with_a_warning_and_the_run_resumes(models, tmp_path, monkeypatch):
     reference = train(toy_config(tmp_path / "ref", models, train={"checkpoint_every": 2}))

@@ -33,7 +33,7 @@ from harness.records import run_state
 from harness.records.protocol import build_protocol
 from harness.records.run_files import EVAL, METRICS, PROTOCOL, StepLog
 from harness.records.run_state import PartialRunError, RunIdentityError  # noqa: F401  (the errors callers catch)
-from harness.records.tracking import check_store, experiment_name, make_tracker
+from harness.records.tracking import check_store, make_tracker, run_labels
 
 
 @dataclass
@@ -216,12 +216,10 @@ def _build_context(setup: RunSetup, log: Callable, guard) -> RunContext:
         if plan.action == "fresh" and run_dir.exists():
             log(f"{cfg.name}: starting {run_dir} over ({plan.reason})")
         run_state.start_run_dir(run_dir, plan, protocol)
+    labels = run_labels(cfg, protocol)
     tracker = guard.tracker = make_tracker(
-        cfg.tracking, experiment=experiment_name(cfg.profile, cfg.benchmark), run_name=cfg.name, run_dir=run_dir,
-        params=to_dict(cfg) | {"method_options": protocol["method"]["options"]},
-        tags={"protocol_sha256": protocol["sha256"], "git_commit": str(protocol["git_commit"]),
-              "method": cfg.method.name, "method_label": cfg.method_label, "profile": cfg.profile,
-              "model_dir": str(model_dir)},
+        cfg.tracking, experiment=labels["experiment"], run_name=labels["run_name"], run_dir=run_dir,
+        params=labels["params"], tags=labels["tags"] | {"model_dir": str(model_dir)},
         replaces=plan.previous_mlflow_run, log=log)
     if plan.action == "fresh":
         tracker.log_artifact(run_dir / PROTOCOL)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from harness.records.outbox import OUTBOX, SYNCED, Journal
 from harness.records.run_files import DONE, EVAL, METRICS, PROTOCOL
-from harness.records.tracking import RUN_ID_FILE, MlflowTracker
+from harness.records.tracking import RUN_ID_FILE, MlflowTracker, run_labels
 
 
 def needs_sync(run_dir: Path) -> bool:
@@ -28,9 +28,13 @@ def sync(run_dir: Path, uri: str | None = None, request_timeout_s: float = 10.0,
     id_file = run_dir / RUN_ID_FILE
     if not id_file.exists():
         raise FileNotFoundError(f"{run_dir} has no {RUN_ID_FILE}: the run never opened an MLflow run to fill")
+    record = json.loads((run_dir / PROTOCOL).read_text())
     if uri is None:
-        uri = json.loads((run_dir / PROTOCOL).read_text())["config"]["tracking"]["uri"]
-    tracker = MlflowTracker.attach(uri, id_file.read_text().strip(), request_timeout_s)
+        uri = record["config"]["tracking"]["uri"]
+    try:
+        tracker = MlflowTracker.attach(uri, id_file.read_text().strip(), request_timeout_s)
+    except LookupError:  # a folder copied from another machine's store: it gets a run of its own in this one
+        tracker = open_like_the_engine(run_dir, record, uri, request_timeout_s, log)
     entries = Journal(run_dir / OUTBOX).entries()
     sent = sum(tracker.log_metrics(entry["metrics"], entry["step"]) for entry in entries)
     present = {a.path for a in tracker.client.list_artifacts(tracker.run_id)}
@@ -46,3 +50,14 @@ def sync(run_dir: Path, uri: str | None = None, request_timeout_s: float = 10.0,
               "artifacts_sent": artifacts, "status": "FINISHED" if finished else "unchanged (the run is unfinished)"}
     log(f"{run_dir}: MLflow run {tracker.run_id} backfilled: {sent} metric value(s), artifacts {artifacts}")
     return report
+
+
+def open_like_the_engine(run_dir: Path, record: dict, uri: str, request_timeout_s: float, log) -> MlflowTracker:
+    """A new MLflow run for ``run_dir`` with the experiment, name, params and tags the engine gives a run
+    (harness/engine/run.py), read from its protocol record; the folder's ``mlflow_run_id`` then names it."""
+    from harness.config import config_from_dict
+
+    cfg = config_from_dict(record["config"])
+    labels = run_labels(cfg, record)
+    return MlflowTracker(uri, cfg.tracking.artifact_root, labels["experiment"], labels["run_name"], run_dir,
+                         labels["params"], labels["tags"], request_timeout_s=request_timeout_s, log=log)

@@ -49,6 +49,17 @@ def experiment_name(profile: str, benchmark: str) -> str:
     return f"{profile}/{benchmark}"
 
 
+def run_labels(cfg, protocol: dict) -> dict[str, Any]:
+    """The experiment, name, params and tags of a run's MLflow run, the same whoever opens it: the engine, or
+    ``harness sync`` for a folder copied from another machine's store (``cfg`` a RunConfig, ``protocol`` its record)."""
+    from harness.config import to_dict
+
+    return {"experiment": experiment_name(cfg.profile, cfg.benchmark), "run_name": cfg.name,
+            "params": to_dict(cfg) | {"method_options": protocol["method"]["options"]},
+            "tags": {"protocol_sha256": protocol.get("sha256", ""), "git_commit": str(protocol.get("git_commit")),
+                     "method": cfg.method.name, "method_label": cfg.method_label, "profile": cfg.profile}}
+
+
 def is_server(uri: str) -> bool:
     return uri.startswith(("http://", "https://"))
 
@@ -145,7 +156,7 @@ class MlflowTracker:
             experiment_id = self._experiment_id(experiment, artifact_root)
         id_file = run_dir / RUN_ID_FILE
         recorded = id_file.read_text().strip() if id_file.exists() else None
-        if recorded and not self._holds(recorded):
+        if recorded and not self.holds(recorded):
             # the folder was moved to another store, or the store was replaced: the folder's journal is the record,
             # so a new MLflow run opens here and the resume backfills every step from it (BufferedTracker.resume_from)
             log(f"tracking: {uri} holds no MLflow run {recorded} (the id in {id_file}); the run folder was moved or "
@@ -167,7 +178,7 @@ class MlflowTracker:
         if is_server(uri):  # from now on one short attempt per request: retries happen off the training path
             _http_settings(request_timeout_s)
 
-    def _holds(self, run_id: str) -> bool:
+    def holds(self, run_id: str) -> bool:
         from mlflow.exceptions import MlflowException
 
         try:
@@ -180,10 +191,12 @@ class MlflowTracker:
 
     @classmethod
     def attach(cls, uri: str, run_id: str, request_timeout_s: float = 10.0) -> "MlflowTracker":
-        """An existing run, to backfill (``python -m harness sync``)."""
+        """An existing run, to backfill (``python -m harness sync``); LookupError when the store does not hold it."""
         self = cls.__new__(cls)
         self.uri, self.run_id = resolve_uri(uri), run_id
         self._connect(self.uri, request_timeout_s)
+        if not self.holds(run_id):
+            raise LookupError(f"{self.uri} holds no MLflow run {run_id}")
         self.refresh_logged()
         return self
 

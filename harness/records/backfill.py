@@ -7,6 +7,7 @@ import json
 import time
 from pathlib import Path
 
+from harness.records.identity import read_protocol
 from harness.records.outbox import OUTBOX, SYNCED, Journal
 from harness.records.run_files import DONE, EVAL, METRICS, PROTOCOL
 from harness.records.tracking import RUN_ID_FILE, MlflowTracker, run_labels
@@ -28,13 +29,12 @@ def sync(run_dir: Path, uri: str | None = None, request_timeout_s: float = 10.0,
     id_file = run_dir / RUN_ID_FILE
     if not id_file.exists():
         raise FileNotFoundError(f"{run_dir} has no {RUN_ID_FILE}: the run never opened an MLflow run to fill")
-    record = json.loads((run_dir / PROTOCOL).read_text())
     if uri is None:
-        uri = record["config"]["tracking"]["uri"]
+        uri = folder_protocol(run_dir)["config"]["tracking"]["uri"]
     try:
         tracker = MlflowTracker.attach(uri, id_file.read_text().strip(), request_timeout_s)
     except LookupError:  # a folder copied from another machine's store: it gets a run of its own in this one
-        tracker = open_like_the_engine(run_dir, record, uri, request_timeout_s, log)
+        tracker = open_like_the_engine(run_dir, folder_protocol(run_dir), uri, request_timeout_s, log)
     entries = Journal(run_dir / OUTBOX).entries()
     sent = sum(tracker.log_metrics(entry["metrics"], entry["step"]) for entry in entries)
     present = {a.path for a in tracker.client.list_artifacts(tracker.run_id)}
@@ -50,6 +50,15 @@ def sync(run_dir: Path, uri: str | None = None, request_timeout_s: float = 10.0,
               "artifacts_sent": artifacts, "status": "FINISHED" if finished else "unchanged (the run is unfinished)"}
     log(f"{run_dir}: MLflow run {tracker.run_id} backfilled: {sent} metric value(s), artifacts {artifacts}")
     return report
+
+
+def folder_protocol(run_dir: Path) -> dict:
+    """The folder's protocol record, read only where sync needs it (the store's URI, or a new run's labels)."""
+    record = read_protocol(run_dir / PROTOCOL)
+    if record is None:
+        raise FileNotFoundError(f"{run_dir / PROTOCOL} is missing or unreadable: pass --uri, and for a store that does "
+                                f"not hold the run, restore the file from the run's copy")
+    return record
 
 
 def open_like_the_engine(run_dir: Path, record: dict, uri: str, request_timeout_s: float, log) -> MlflowTracker:

@@ -210,3 +210,34 @@ def test_rlsd_ignores_non_finite_padding(junk):
     expected, expected_diag = registry.build("rlsd").advantages(clean, step=0)
     assert torch.equal(adv, expected)
     assert diag == pytest.approx(expected_diag)
+
+
+def test_rlsd_redoes_only_the_blocks_with_non_finite_padding(monkeypatch):
+    """Row blocks are checked for non-finite padding once, after the loop: junk in two of five blocks leaves Ã and
+    the diagnostics as the clean batch gives them, and the clean blocks are not recomputed."""
+    from synthetic import random_batch
+
+    import methods.rlsd as rlsd_module
+
+    monkeypatch.setattr(rlsd_module, "BLOCK_ROWS", 8)
+    clean = random_batch(rows=40, response_len=16, group_size=4, max_segments=3, seed=5)
+    mask = clean.response_mask
+    padded = [row for row in range(40) if not bool(mask[row].all())]
+    junk_rows = [next(r for r in padded if 8 <= r < 16), next(r for r in padded if 32 <= r < 40)]
+    teacher = clean.teacher_logp.clone()
+    teacher[junk_rows[0]][~mask[junk_rows[0]]] = float("nan")
+    teacher[junk_rows[1]][~mask[junk_rows[1]]] = float("inf")
+    exact_blocks = []
+    original = rlsd_module._masked_gap
+
+    def spy(batch, block, keep, into, exact_padding):
+        if exact_padding:
+            exact_blocks.append(block.start)
+        return original(batch, block, keep, into, exact_padding)
+
+    monkeypatch.setattr(rlsd_module, "_masked_gap", spy)
+    adv, diag = registry.build("rlsd").advantages(clean.with_columns(teacher_logp=teacher), step=3)
+    assert exact_blocks == [8, 32]
+    expected, expected_diag = registry.build("rlsd").advantages(clean, step=3)
+    assert torch.equal(adv, expected)
+    assert diag == pytest.approx(expected_diag)

@@ -183,12 +183,16 @@ def token_stats(
     ``x`` must equal ``pad`` on padding and ``lengths`` be the rows' token counts: then row sums corrected for
     the padding give the moments without a masked copy of the (large, memory-bound) token tensor.
     """
-    def exact_extremes() -> tuple[Tensor, Tensor]:
-        first_row = int((rows & (lengths > 0)).to(torch.uint8).argmax())
-        filled = torch.where(mask, x, x[first_row][mask[first_row]][0])  # a selected value: min and max unchanged
-        return filled.amin(dim=1), filled.amax(dim=1)
+    return moment_stats(row_moments(x, minmax), mask.shape[1], rows, prefix, lengths, pad,
+                        lambda: real_token_extremes(x, mask, rows, lengths))
 
-    return moment_stats(row_moments(x, minmax), mask.shape[1], rows, prefix, lengths, pad, exact_extremes)
+
+def real_token_extremes(x: Tensor, mask: Tensor, rows: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+    """Per-row min and max of ``x`` with its padding replaced by a real token's value of a selected row: over the
+    selected ``rows`` they are the real tokens' extremes, whatever the padding held."""
+    first_row = int((rows & (lengths > 0)).to(torch.uint8).argmax())
+    filled = torch.where(mask, x, x[first_row][mask[first_row]][0])
+    return filled.amin(dim=1), filled.amax(dim=1)
 
 
 def moment_stats(moments: RowMoments, width: int, rows: Tensor, prefix: str, lengths: Tensor, pad: float,

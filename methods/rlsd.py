@@ -9,7 +9,14 @@ from torch import Tensor
 
 from harness.core.batch import StepBatch
 from harness.core.registry import register
-from methods._segments import concat_moments, moment_stats, row_moments, teacher_available, teacher_gap
+from methods._segments import (
+    concat_moments,
+    moment_stats,
+    real_token_extremes,
+    row_moments,
+    teacher_available,
+    teacher_gap,
+)
 from methods.grpo import GrpoBase, GrpoConfig, advantage_diagnostics
 
 
@@ -67,11 +74,12 @@ class Rlsd(GrpoBase):
         out, gap, weight, lengths = reweight(batch, sign, base, slope, low, high)
         diagnostics.update(moment_stats(gap, mask.shape[1], active, "gap", lengths, 0.0, None))
 
-        def exact_extremes():  # the full weight tensor, only where the padding's w = 1 may be an extreme
-            w = teacher_gap(batch).mul_(sign).clamp_(low, high).exp_()
-            return torch.where(mask, w, 1.0).amin(dim=1), torch.where(mask, w, 1.0).amax(dim=1)
+        def exact_extremes():  # the full weight tensor, only where the padding's w = 1 may be an extreme; in
+            # reweight's exp2 form, so that the extremes are those of the weights Ã was made with, bit for bit
+            w = teacher_gap(batch).mul_(sign * LOG2_E).clamp_(low * LOG2_E, high * LOG2_E).exp2_()
+            return real_token_extremes(w, mask, active, lengths)
 
-        # padding: gap 0 → weight exp(0) = 1 (exact_extremes fills padding with 1, which a min < 1 or max > 1 ignores)
+        # padding: gap 0 → weight exp2(0) = 1
         w = moment_stats(weight, mask.shape[1], active, "w", lengths, 1.0, exact_extremes)
         diagnostics.update({f"multiplier_{k}": (1 - lam) + lam * w[f"w_{k}"] for k in ("mean", "min", "max")})
         diagnostics["multiplier_std"] = lam * w["w_std"]

@@ -162,6 +162,34 @@ def test_rlsd_token_diagnostics():
     assert adv[1, 2:].abs().sum() == 0
 
 
+def test_rlsd_extremes_when_every_weight_is_above_one(monkeypatch):
+    """Every reweighted token up-weighted (won row: q > s, lost row: q < s), so the padding's w = 1 may be the minimum
+    and the extremes are recounted over the real tokens only: they are the multipliers Ã was made with."""
+    import methods.rlsd as rlsd_module
+
+    rows = [dict(group=0, traj=0, step=0, ret=10.0, tokens=3, gap=[0.1, 0.05, 3.0]),
+            dict(group=0, traj=1, step=0, ret=0.0, tokens=2, gap=[-0.02, -0.1])]
+    recounts = []
+    original = rlsd_module.moment_stats
+
+    def spy(moments, width, rows_, prefix, lengths, pad, exact_extremes):
+        def counted():
+            recounts.append(prefix)
+            return exact_extremes()
+        return original(moments, width, rows_, prefix, lengths, pad, counted if exact_extremes else None)
+
+    monkeypatch.setattr(rlsd_module, "moment_stats", spy)
+    batch = batch_from_rows(rows, response_len=4)
+    adv, diag = registry.build("rlsd").advantages(batch, step=0)
+    assert recounts == ["w"]
+    grpo = registry.build("grpo").episode_advantage(batch).float()[:, None]
+    multipliers = (adv / grpo)[batch.response_mask]  # Ã / A on the real tokens
+    assert diag["multiplier_min"] == pytest.approx(float(multipliers.min()), rel=1e-6)
+    assert diag["multiplier_max"] == pytest.approx(float(multipliers.max()), rel=1e-6)
+    assert diag["multiplier_min"] == pytest.approx(0.5 + 0.5 * math.exp(0.02), rel=1e-6)  # not the padding's 1
+    assert diag["multiplier_max"] == pytest.approx(1.1, rel=1e-6)
+
+
 @pytest.mark.parametrize("values", [[1.3, 1.1, 1.2], [0.7, 0.9, 0.8], [0.7, 1.2, 1.0]])
 def test_token_stats_extremes_ignore_the_padding(values):
     """Padding holds ``pad`` (1 for RLSD's weights); the extremes are the real tokens' whether they lie on one side of

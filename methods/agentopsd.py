@@ -18,6 +18,7 @@ from harness.core.batch import StepBatch
 from harness.core.registry import register
 from methods._segments import (
     dense_ids,
+    has_tokens,
     masked_stats,
     multiplier_diagnostics,
     rollout_table,
@@ -142,7 +143,6 @@ class AgentOpsd(GrpoBase):
             "v0_mean": float(v0.mean()) if n_traj else 0.0,
             "v0_clamped_frac": float(((v0 <= V0_CLAMP) | (v0 >= 1.0 - V0_CLAMP)).double().mean()) if n_traj else 0.0,
             "belief_saturated_frac": float(((belief <= c.belief_eps) | (belief >= 1 - c.belief_eps)).double().mean()),
-            "band_clip_frac": float(((m <= 1.0 - b) | (m >= 1.0 + b)).double().mean()) if b > 0 else 0.0,
         }
         diagnostics.update(masked_stats(gap, torch.ones_like(gap, dtype=torch.bool), "turn_gap"))
         return m, belief, diagnostics
@@ -156,9 +156,12 @@ class AgentOpsd(GrpoBase):
         multiplier = (1.0 - lam) + lam * m
         direction = adv if c.mult_signed else adv.abs()
         rows = direction * multiplier
-        active = adv != 0
+        acting = (adv != 0) & has_tokens(batch.response_mask)
         diagnostics = advantage_diagnostics(adv, batch)
-        diagnostics.update(multiplier_diagnostics(multiplier, active, batch.response_mask))
+        diagnostics.update(multiplier_diagnostics(multiplier, acting, batch.response_mask))
         diagnostics.update(belief_diag)
+        band = c.mult_band  # m's band: the share of the reweighted rows whose m sits on its edge
+        clipped = (m <= 1.0 - band) | (m >= 1.0 + band)
+        diagnostics["band_clip_frac"] = float((clipped & acting).sum() / acting.sum().clamp(min=1)) if band > 0 else 0.0
         diagnostics["lambda"] = float(lam)
         return to_tokens(rows, batch.response_mask), diagnostics

@@ -104,7 +104,7 @@ class Hgpo(Method):
             weight = float(k + 1) ** c.length_weight_alpha
             numerator[rows] += torch.where(counted, weight * adv, 0.0)
             weight_sum[rows] += weight * counted.double()
-            diagnostics[f"group_size_mean_k{k}"] = float(count[index].mean()) if rows.numel() else 0.0
+            diagnostics[f"group_size_mean_k{k}"] = float(count.mean()) if n else 0.0  # over groups, as GiGPO's
             diagnostics[f"counted_row_frac_k{k}"] = float(counted.double().sum()) / max(returns.numel(), 1)
         rows_adv = numerator / (weight_sum + c.epsilon)
         diagnostics.update(advantage_diagnostics(rows_adv, batch))

@@ -81,9 +81,14 @@ class Rlsd(GrpoBase):
 
         # padding: gap 0 → weight exp2(0) = 1
         w = moment_stats(weight, mask.shape[1], active, "w", lengths, 1.0, exact_extremes)
-        diagnostics.update({f"multiplier_{k}": (1 - lam) + lam * w[f"w_{k}"] for k in ("mean", "min", "max")})
-        diagnostics["multiplier_std"] = lam * w["w_std"]
-        diagnostics["reweighted_row_frac"] = float(active.double().mean())
+        acting = active & (lengths > 0)
+        if bool(acting.any()):
+            diagnostics.update({f"multiplier_{k}": (1 - lam) + lam * w[f"w_{k}"] for k in ("mean", "min", "max")})
+            diagnostics["multiplier_std"] = lam * w["w_std"]
+        else:  # nothing reweighted: zeros, as every method logs an empty selection (not the 1 − λ of w = 0)
+            diagnostics.update(dict.fromkeys(("multiplier_mean", "multiplier_min", "multiplier_max", "multiplier_std"),
+                                             0.0))
+        diagnostics["reweighted_row_frac"] = float(acting.double().mean())
         diagnostics["lambda"] = lam
         return out, diagnostics
 

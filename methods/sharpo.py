@@ -15,6 +15,7 @@ from harness.core.registry import register
 from methods._segments import (
     apply_multiplier,
     group_share,
+    has_tokens,
     masked_row_reduce,
     masked_stats,
     multiplier_diagnostics,
@@ -61,8 +62,9 @@ class Sharpo(GrpoBase):
         multiplier = (1.0 - c.lam) + c.lam * weight
         available = teacher_available(batch)
         active = available & (adv != 0)
+        acting = active & has_tokens(mask)
         diagnostics = advantage_diagnostics(adv, batch)
-        diagnostics.update(multiplier_diagnostics(multiplier, active, mask))
-        diagnostics.update(masked_stats(segment_gap, active, "gap"))
+        diagnostics.update(multiplier_diagnostics(multiplier, acting, mask))
+        diagnostics.update(masked_stats(segment_gap, acting, "gap"))
         diagnostics["teacher_group_frac"] = group_share(available, batch.group_id)
         return apply_multiplier(adv, multiplier, active, mask), diagnostics

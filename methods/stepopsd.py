@@ -17,6 +17,7 @@ from harness.core.typed import ConfigError
 from methods._segments import (
     apply_multiplier,
     dense_ids,
+    has_tokens,
     masked_row_reduce,
     masked_stats,
     multiplier_diagnostics,
@@ -82,10 +83,11 @@ class StepOpsd(GrpoBase):
         budgeted = budget_normalize(credit, batch.traj_id, available, c.budget_eps)
         multiplier = (1.0 + c.lam_mix * torch.sign(adv) * budgeted).clamp(min=c.floor)
         active = available & (adv != 0)
+        acting = active & has_tokens(mask)
         diagnostics = advantage_diagnostics(adv, batch)
-        diagnostics.update(multiplier_diagnostics(multiplier, active, mask))
-        diagnostics.update(masked_stats(evidence, active, "gap"))
-        diagnostics["floor_frac"] = float(((multiplier <= c.floor) & active).double().sum() / active.sum().clamp(min=1))
-        diagnostics["credit_clip_frac"] = float(((evidence.abs() > c.alpha) & active).double().sum()
-                                                / active.sum().clamp(min=1))
+        diagnostics.update(multiplier_diagnostics(multiplier, acting, mask))
+        diagnostics.update(masked_stats(evidence, acting, "gap"))
+        diagnostics["floor_frac"] = float(((multiplier <= c.floor) & acting).double().sum() / acting.sum().clamp(min=1))
+        diagnostics["credit_clip_frac"] = float(((evidence.abs() > c.alpha) & acting).double().sum()
+                                                / acting.sum().clamp(min=1))
         return apply_multiplier(adv, multiplier, active, mask), diagnostics

@@ -12,7 +12,7 @@ from collections import defaultdict
 
 import pytest
 import torch
-from synthetic import ragged_batch
+from synthetic import batch_from_rows, ragged_batch
 
 from harness.core import registry
 from harness.core.typed import ConfigError
@@ -173,3 +173,22 @@ def test_one_turn_rollouts_keep_grpo_advantage():
 def test_bad_options_are_refused():
     with pytest.raises(ConfigError, match="mult_band"):
         registry.build("agentopsd", {"mult_band": 1.0})
+
+
+@pytest.mark.parametrize("options", [{}, {"signed": False}])
+def test_band_clip_share_counts_the_reweighted_rows_only(options):
+    """band_clip_frac is the share of the reweighted rows (A != 0) whose m sits on the band's edge, as the
+    multiplier statistics are: a group with one outcome (A = 0) neither dilutes it nor adds to it."""
+    rows = []
+    for group, returns in ((0, (10.0, 0.0)), (1, (10.0, 10.0))):
+        for traj, ret in enumerate(returns):
+            rows += [dict(group=group, traj=2 * group + traj, step=s, ret=ret, tokens=1, gap=g)
+                     for s, g in enumerate([2.0, -2.0, 0.0])]
+    batch = batch_from_rows(rows)
+    method = registry.build("agentopsd", options)
+    adv = method.episode_advantage(batch)
+    m, _, _ = method.multiplier(batch, adv)
+    clipped = (m <= 0.8) | (m >= 1.2)
+    expected = float(clipped[adv != 0].double().mean())
+    assert 0 < expected < 1
+    assert method.advantages(batch)[1]["band_clip_frac"] == pytest.approx(expected)

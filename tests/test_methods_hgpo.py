@@ -18,7 +18,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 import torch
-from synthetic import ragged_batch
+from synthetic import batch_from_rows, ragged_batch
 
 from harness.core import registry
 
@@ -182,3 +182,14 @@ def test_hand_built_history_groups():
     assert adv[[1, 3, 5], 0].tolist() == pytest.approx(expected_step1, rel=1e-6)
     # step 0: obs 1 shared by traj 0 and 1 (returns 4, 2 → ±1, weight 2); obs 3 alone → 0
     assert adv[[0, 2, 4], 0].tolist() == pytest.approx([2 / (2 + 1e-6), -2 / (2 + 1e-6), 0.0], rel=1e-6)
+
+
+def test_group_size_mean_is_over_groups_as_gigpo_logs_it():
+    """With no history (K = 0) HGPO's k = 1 groups are GiGPO's step groups; both log the mean group size over
+    groups: sizes (4, 1, 1, 1, 1) give 8 / 5, not the row-weighted 2.5."""
+    rows = [dict(group=0, traj=t, step=0, ret=10.0 * (t % 2), obs=7) for t in range(4)]
+    rows += [dict(group=0, traj=t, step=1, ret=10.0 * (t % 2), obs=100 + t) for t in range(4)]
+    batch = batch_from_rows(rows)
+    hgpo = registry.build("hgpo", {"history_length": 0}).advantages(batch)[1]
+    gigpo = registry.build("gigpo").advantages(batch)[1]
+    assert hgpo["group_size_mean_k1"] == pytest.approx(8 / 5) == gigpo["step_group_size_mean"]

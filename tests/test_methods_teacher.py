@@ -269,3 +269,28 @@ def test_rlsd_redoes_only_the_blocks_with_non_finite_padding(monkeypatch):
     expected, expected_diag = registry.build("rlsd").advantages(clean, step=3)
     assert torch.equal(adv, expected)
     assert diag == pytest.approx(expected_diag)
+
+
+def test_rlsd_logs_zeros_when_no_row_is_reweighted():
+    """A batch whose groups all share one outcome (A = 0 everywhere) reweights nothing: the multiplier statistics
+    are the zeros every method logs for an empty selection, not 1 − λ (λ·0 + 1 − λ)."""
+    batch = batch_from_rows([dict(group=0, traj=t, step=0, ret=10.0, tokens=3, gap=0.3) for t in range(2)])
+    for name in ("rlsd", "sharpo", "stepopsd"):
+        _, diag = registry.build(name).advantages(batch)
+        assert [diag[f"multiplier_{k}"] for k in ("mean", "std", "min", "max")] == [0.0] * 4, name
+        assert diag["reweighted_row_frac"] == 0.0
+
+
+def test_segment_statistics_leave_out_rows_without_tokens():
+    """A reweighted row with no response token moves nothing: its gap (0) and multiplier stay out of the gap and
+    multiplier statistics and of the reweighted share, for the segment-level methods as for RLSD."""
+    rows = [dict(group=0, traj=0, step=0, ret=10.0, tokens=2, gap=0.4),
+            dict(group=0, traj=0, step=1, ret=10.0, tokens=0),
+            dict(group=0, traj=1, step=0, ret=0.0, tokens=2, gap=0.4)]
+    batch = batch_from_rows(rows, response_len=2)
+    sharpo = registry.build("sharpo").advantages(batch)[1]
+    assert (sharpo["gap_mean"], sharpo["gap_min"]) == (pytest.approx(0.4), pytest.approx(0.4))
+    stepopsd = registry.build("stepopsd").advantages(batch)[1]
+    assert (stepopsd["gap_mean"], stepopsd["gap_min"]) == (pytest.approx(0.8), pytest.approx(0.8))  # token sums
+    for name in ("sharpo", "stepopsd", "rlsd", "agentopsd"):
+        assert registry.build(name).advantages(batch)[1]["reweighted_row_frac"] == pytest.approx(2 / 3), name

@@ -24,9 +24,19 @@ from paper_figures.load import Results
 def paired_success(runs: pd.DataFrame, benchmark: str, arm: str, reference: str) -> pd.DataFrame:
     """(seed → arm, reference) final success of the seeds both arms finished on ``benchmark``."""
     of_bench = runs[runs["benchmark"] == benchmark]
-    ours = of_bench[of_bench["method"] == arm].set_index("seed")["success"]
-    base = of_bench[of_bench["method"] == reference].set_index("seed")["success"]
+    ours, base = (_by_seed(of_bench, name, benchmark) for name in (arm, reference))
     return pd.DataFrame({"arm": ours, "reference": base}).dropna().sort_index()
+
+
+def _by_seed(runs: pd.DataFrame, arm: str, benchmark: str) -> pd.Series:
+    """seed → final success of ``arm``; a seed listed twice (two runs tables concatenated) is an error, since the
+    pairing could not tell which of its runs to use."""
+    of_arm = runs[runs["method"] == arm]
+    twice = sorted(of_arm.loc[of_arm["seed"].duplicated(), "seed"].unique().tolist())
+    if twice:
+        raise ValueError(f"{benchmark}/{arm}: seed(s) {twice} appear in more than one run; each (benchmark, method, "
+                         f"seed) must be one run: keep one runs table per grid, or drop the repeated rows")
+    return of_arm.set_index("seed")["success"]
 
 
 def compared_arms(runs: pd.DataFrame, benchmark: str, reference: str, arms: list[str]) -> list[str]:

@@ -154,3 +154,18 @@ def test_arms_with_no_common_seed_have_no_probability():
     grpo = SeedScores((0,), ("gates",), ((np.array([0.5]),),))
     other = SeedScores((1,), ("gates",), ((np.array([0.9]),),))
     assert improvement_over({"grpo": grpo, "x": other}, "grpo", reps=10) == {}
+
+
+def test_pairing_is_by_seed_id_and_a_repeated_seed_is_an_error_naming_it():
+    """Seeds pair by id whatever the row order; a seed that appears twice for one arm (two runs tables
+    concatenated) stops the table with an error naming the arm and the seed, not a pandas reindexing error."""
+    from paper_figures.control import paired_success
+
+    runs = pd.DataFrame({"benchmark": "gates", "method": ["grpo"] * 3 + ["rlsd"] * 3,
+                         "seed": [0, 1, 2, 2, 0, 1], "success": [0.5, 0.6, 0.7, 0.9, 0.8, 0.75]})
+    pairs = paired_success(runs, "gates", "rlsd", "grpo")
+    assert pairs.index.tolist() == [0, 1, 2]
+    assert (pairs["arm"] - pairs["reference"]).round(6).tolist() == [0.3, 0.15, 0.2]
+    doubled = pd.concat([runs, runs.iloc[[4]]], ignore_index=True)
+    with pytest.raises(ValueError, match=r"gates/rlsd: seed\(s\) \[0\] appear in more than one run"):
+        paired_success(doubled, "gates", "rlsd", "grpo")

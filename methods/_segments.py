@@ -254,6 +254,11 @@ def has_tokens(mask: Tensor) -> Tensor:
     return mask.view(torch.uint8).amax(dim=1) > 0
 
 
+def share_of_rows(flag: Tensor, rows: Tensor) -> float:
+    """Share of the selected ``rows`` where ``flag`` holds; 0 when none is selected."""
+    return float((flag & rows).double().sum() / rows.double().sum().clamp(min=1))
+
+
 def multiplier_diagnostics(multiplier: Tensor, acting: Tensor, mask: Tensor) -> dict:
     """Multiplier statistics over the segments (rows, 1-D) or tokens (2-D) it acts on: ``acting`` holds the rows
     reweighted that have response tokens (a row without any would add its multiplier to the statistics while it

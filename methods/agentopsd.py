@@ -23,6 +23,7 @@ from methods._segments import (
     multiplier_diagnostics,
     rollout_table,
     segment_sum,
+    share_of_rows,
     step_rank,
     teacher_gap,
     to_tokens,
@@ -162,6 +163,6 @@ class AgentOpsd(GrpoBase):
         diagnostics.update(belief_diag)
         band = c.mult_band  # m's band: the share of the reweighted rows whose m sits on its edge
         clipped = (m <= 1.0 - band) | (m >= 1.0 + band)
-        diagnostics["band_clip_frac"] = float((clipped & acting).sum() / acting.sum().clamp(min=1)) if band > 0 else 0.0
+        diagnostics["band_clip_frac"] = share_of_rows(clipped, acting) if band > 0 else 0.0
         diagnostics["lambda"] = float(lam)
         return to_tokens(rows, batch.response_mask), diagnostics

@@ -21,7 +21,7 @@ from torch import Tensor
 from harness.core.batch import StepBatch
 from harness.core.ranges import Checked
 from harness.core.registry import Method, register
-from methods._segments import dense_ids, group_mean_std, rollout_table, step_rank, to_tokens, token_counts
+from methods._segments import dense_ids, group_mean_std, has_tokens, rollout_table, step_rank, to_tokens
 from methods.gigpo import discounted_returns
 from methods.grpo import EPISODE_COLUMNS, advantage_diagnostics, episode_advantage
 
@@ -92,7 +92,7 @@ class Hgpo(Method):
         diagnostics: dict[str, float] = {}
         if c.base_group:
             base = episode_advantage(batch, c.invalid_action_penalty, True, c.mode == "mean_std_norm", c.epsilon)
-            base = torch.where(token_counts(batch.response_mask) > 0, base, 0.0)  # the token mean of an empty row
+            base = torch.where(has_tokens(batch.response_mask), base, 0.0)  # the token mean of an empty row
             numerator += base
             weight_sum += (base != 0).double()
         groups = history_groups(batch.obs_hash, batch.group_id, traj, rank, n_traj, c.history_length + 1)

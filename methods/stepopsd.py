@@ -22,6 +22,7 @@ from methods._segments import (
     masked_stats,
     multiplier_diagnostics,
     segment_sum,
+    share_of_rows,
     teacher_available,
     teacher_gap,
 )
@@ -87,7 +88,6 @@ class StepOpsd(GrpoBase):
         diagnostics = advantage_diagnostics(adv, batch)
         diagnostics.update(multiplier_diagnostics(multiplier, acting, mask))
         diagnostics.update(masked_stats(evidence, acting, "gap"))
-        diagnostics["floor_frac"] = float(((multiplier <= c.floor) & acting).double().sum() / acting.sum().clamp(min=1))
-        diagnostics["credit_clip_frac"] = float(((evidence.abs() > c.alpha) & acting).double().sum()
-                                                / acting.sum().clamp(min=1))
+        diagnostics["floor_frac"] = share_of_rows(multiplier <= c.floor, acting)
+        diagnostics["credit_clip_frac"] = share_of_rows(evidence.abs() > c.alpha, acting)
         return apply_multiplier(adv, multiplier, active, mask), diagnostics
